@@ -1,0 +1,44 @@
+# aion_wake: PGXS build
+#
+#   make && make install                 build and install (as root)
+#   make installcheck                    every suite, each on a temporary
+#                                        instance (run as the postgres user)
+
+EXTENSION = aion_wake
+MODULE_big = aion_wake
+OBJS = \
+	src/aion_wake.o \
+	src/outbox.o \
+	src/parked_set.o \
+	src/protocol.o \
+	src/pulse_parse.o \
+	src/reoffer.o \
+	src/worker.o \
+	src/xact.o
+
+DATA = sql/aion_wake--1.0.sql
+PGFILEDESC = "aion_wake - parked outbox rows re-offered when capacity frees"
+
+PG_CPPFLAGS = -Iinclude -I$(libpq_srcdir)
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
+SHLIB_LINK_INTERNAL = $(libpq)
+
+REGRESS = setup protocol outbox errors
+REGRESS_OPTS = --inputdir=test --outputdir=test/results \
+	--temp-config=test/aion_wake.conf --temp-instance=test/tmp_check \
+	--load-extension=aion_wake
+
+ISOLATION = protocol outbox
+ISOLATION_OPTS = --inputdir=test --outputdir=test/results_isolation \
+	--temp-config=test/aion_wake.conf --temp-instance=test/tmp_check_iso \
+	--load-extension=aion_wake
+
+TAP_TESTS = 1
+# t/ lives under test/
+PROVE_TESTS = test/t/*.pl
+
+EXTRA_CLEAN = test/results test/results_isolation test/tmp_check test/tmp_check_iso test/regression.* test/output_iso
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

@@ -1,0 +1,240 @@
+/*-------------------------------------------------------------------------
+ *
+ * aw_set.h
+ *	  The parked set: aion_wake's shared memory and the operations on it.
+ *
+ *	  The set remembers rows that were turned away for want of capacity.  It
+ *	  is an accelerator, never a source of truth: every fence it knows of is
+ *	  also in the table, so losing the set (a crash-restart) costs latency
+ *	  only.  Everything here lives in the main shared memory segment, sized
+ *	  once at postmaster start, and is guarded by the LWLocks of the
+ *	  "aion_wake" tranche.
+ *
+ * Copyright (c) 2026, aion_wake authors
+ *
+ * IDENTIFICATION
+ *	  include/aw_set.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef AW_SET_H
+#define AW_SET_H
+
+#include "aion_wake.h"
+#include "aw_pulse_parse.h"
+#include "lib/ilist.h"
+#include "storage/lwlock.h"
+#include "storage/spin.h"
+#include "utils/hsearch.h"
+
+/*
+ * Two kinds of entry share the set.  FENCED entries are made by park() and
+ * carry the fence they wrote in aion_wake.outbox; the worker re-offers them.
+ * UNFENCED entries are made by park_pending() for callers that keep their
+ * own table; only take_confirmed() returns them.
+ */
+typedef enum AwKind
+{
+	AW_KIND_FENCED = 0,
+	AW_KIND_UNFENCED = 1
+} AwKind;
+
+#define AW_NUM_KINDS 2
+
+/*
+ * Life of an entry.  PENDING: its fence is not yet committed; a wake is only
+ * recorded on it.  CONFIRMED: waiting in its topic's FIFO for a pulse.  DUE:
+ * confirmed after a wake; the worker re-offers it without spending a slot.
+ * IN_FLIGHT: taken by the worker, whose re-offer has not yet committed.
+ */
+typedef enum AwState
+{
+	AW_PENDING = 0,
+	AW_CONFIRMED,
+	AW_DUE,
+	AW_IN_FLIGHT
+} AwState;
+
+typedef struct AwKey
+{
+	Oid			dbid;
+	int32		kind;			/* AwKind */
+	char		key[AW_KEY_MAXLEN + 1];
+} AwKey;
+
+typedef struct AwTopicKey
+{
+	Oid			dbid;
+	char		name[AW_TOPIC_MAXLEN + 1];
+} AwTopicKey;
+
+typedef struct AwTopic
+{
+	AwTopicKey	key;			/* hash key: must be first */
+	dlist_head	pending[AW_NUM_KINDS];	/* oldest park first */
+	dlist_head	confirmed[AW_NUM_KINDS];	/* oldest parked_at first */
+	dlist_head	due;			/* FENCED entries woken while pending */
+	int64		n_entries;		/* entries of any kind and state */
+	uint64		slots;			/* pulse slots not yet spent (saturating) */
+	uint64		credit;			/* slots left over by a pulse */
+	TimestampTz credit_until;	/* ... usable by parks confirming before */
+	bool		in_work;		/* linked into AwShared.work */
+	dlist_node	work_node;
+	int32		waiters;		/* claimers blocked on this topic */
+	uint64		pulses;			/* per-topic counters */
+	uint64		reoffered;
+} AwTopic;
+
+typedef struct AwEntry
+{
+	AwKey		key;			/* hash key: must be first */
+	AwTopic    *topic;
+	int32		attempt;
+	int32		state;			/* AwState */
+	bool		woken;			/* a wake came while pending */
+	int32		owner_procno;	/* pending only; -1 otherwise */
+	int32		owner_pid;
+	TimestampTz parked_at;
+	TimestampTz fence;			/* FENCED only; 0 for UNFENCED */
+	TimestampTz confirmed_at;
+	uint64		generation;		/* unique per park, never reused */
+	uint64		seq;			/* tie-break for "oldest first" */
+	uint32		skip_round;		/* worker round that found it locked */
+	int32		heap_index;		/* position in the fence heap, or -1 */
+	dlist_node	list_node;		/* pending, confirmed or due list */
+	dlist_node	age_node;		/* AwShared.unfenced_age (UNFENCED confirmed) */
+} AwEntry;
+
+/*
+ * One slot per database named in aion_wake.database.  Fields are written by
+ * the worker under the set lock (listen_error under the slot's spinlock).
+ */
+typedef struct AwWorkerSlot
+{
+	char		dbname[NAMEDATALEN];
+	Oid			dbid;			/* InvalidOid until the worker connected */
+	int			pid;			/* 0 when no worker runs */
+	int			procno;
+	TimestampTz started_at;
+	bool		listening;
+	slock_t		mutex;
+	char		listen_error[256];
+} AwWorkerSlot;
+
+/* counters shown by aion_wake.status; all guarded by the set lock */
+typedef struct AwCounters
+{
+	int64		parked_pending;
+	int64		parked_confirmed;
+	uint64		pulses_received;
+	uint64		slots_received;
+	uint64		rows_reoffered;
+	uint64		wakes_deferred;
+	uint64		bad_pulses;
+	uint64		set_full;
+	uint64		fences_expired;
+	uint64		unfenced_expired;
+	uint64		credits_used;
+	uint64		slots_returned;
+	TimestampTz last_pulse_at;
+} AwCounters;
+
+typedef struct AwShared
+{
+	LWLock	   *lock;			/* guards everything below but the slots */
+	uint64		next_generation;
+	uint32		next_round;
+	uint64		next_seq;
+	AwCounters	counters;
+	dlist_head	work;			/* topics with slots or due entries */
+	dlist_head	unfenced_age;	/* UNFENCED confirmed, oldest confirm first */
+	int			heap_size;
+	AwEntry   **heap;			/* min-heap of CONFIRMED FENCED by fence */
+	int			nworkers;
+	AwWorkerSlot workers[AW_MAX_WORKERS];
+} AwShared;
+
+extern PGDLLIMPORT AwShared *aw_shared;
+extern PGDLLIMPORT HTAB *aw_entries;
+extern PGDLLIMPORT HTAB *aw_topics;
+
+/* shared memory set-up (parked_set.c) */
+extern Size aw_set_shmem_size(void);
+extern void aw_set_shmem_init(void);
+extern AwWorkerSlot *aw_worker_slot_for(Oid dbid);
+extern void aw_wake_worker(Oid dbid);
+
+/* outcome of aw_set_park */
+typedef enum AwParkResult
+{
+	AW_PARK_OK,
+	AW_PARK_SET_FULL,
+	AW_PARK_TOPICS_FULL
+} AwParkResult;
+
+/*
+ * A saved copy of a confirmed entry that a park replaced, so that a rollback
+ * of that park can put it back.
+ */
+typedef struct AwSavedEntry
+{
+	bool		valid;
+	char		topic[AW_TOPIC_MAXLEN + 1];
+	int32		attempt;
+	TimestampTz parked_at;
+	TimestampTz fence;
+} AwSavedEntry;
+
+/* the set's operations; each takes and releases the set lock itself */
+extern AwParkResult aw_set_park(AwKind kind, const char *key, const char *topic,
+								int32 attempt, TimestampTz parked_at,
+								TimestampTz fence, uint64 *generation,
+								AwSavedEntry *saved);
+extern bool aw_set_confirm(AwKind kind, const char *key, uint64 generation,
+						   bool *found);
+extern bool aw_set_abandon(AwKind kind, const char *key, uint64 generation,
+						   const AwSavedEntry *restore);
+extern void aw_set_forget(const char *key);
+extern bool aw_set_restore(const char *key, const char *topic, int32 attempt,
+						   TimestampTz parked_at, TimestampTz fence);
+extern void aw_set_add_slots(const char *topic, int64 slots);
+extern void aw_set_abandon_owned_by_me(void);
+
+/*
+ * A confirmed entry taken for a re-offer: what the compare-and-set needs,
+ * and what a rollback needs to put the entry back.
+ */
+typedef struct AwTake
+{
+	char		key[AW_KEY_MAXLEN + 1];
+	uint64		generation;
+	AwSavedEntry saved;			/* topic, attempt, parked_at, fence */
+} AwTake;
+
+typedef enum AwTakeOutcome
+{
+	AW_TAKE_MOVED,				/* the row's fence was pulled forward */
+	AW_TAKE_LOCKED,				/* the row was locked: keep the entry */
+	AW_TAKE_STALE				/* the row changed since its park */
+} AwTakeOutcome;
+
+extern uint32 aw_set_new_round(void);
+extern int	aw_set_take(const char *only_topic, uint64 add_slots, uint32 round,
+						AwTake *out, int max_out);
+extern void aw_set_settle(const AwTake *takes, const AwTakeOutcome *outcomes,
+						  int n, uint32 round);
+extern void aw_set_recover_in_flight(void);
+extern TimestampTz aw_set_expire(TimestampTz now);
+
+/* helpers for callers that hold the set lock */
+extern AwEntry *aw_entry_find(Oid dbid, AwKind kind, const char *key);
+extern AwTopic *aw_topic_find(Oid dbid, const char *name, bool create);
+extern void aw_entry_remove(AwEntry *e, bool give_back_slot);
+extern void aw_entry_set_state(AwEntry *e, AwState state);
+extern void aw_topic_add_slots(AwTopic *t, uint64 slots);
+extern void aw_expire_unfenced(TimestampTz now);
+extern AwEntry *aw_heap_top(void);
+
+extern const char *aw_state_name(AwState state);
+
+#endif							/* AW_SET_H */

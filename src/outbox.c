@@ -1,0 +1,481 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox.c
+ *	  The SQL functions of the row life cycle: enqueue, claim, complete,
+ *	  fail, park, dead_letter, pulse and reoffer.
+ *
+ *	  Each works on aion_wake.outbox through SPI, in the caller's
+ *	  transaction and with the caller's privileges, using statements
+ *	  prepared once per backend in which every name and operator is
+ *	  schema-qualified.  Times come from the clock at the call, never from
+ *	  the transaction's start.  What a function means for the parked set is
+ *	  recorded with aw_xact.h and settled when the transaction ends.
+ *
+ * Copyright (c) 2026, aion_wake authors
+ *
+ * IDENTIFICATION
+ *	  src/outbox.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "aion_wake.h"
+#include "aw_reoffer.h"
+#include "aw_set.h"
+#include "aw_xact.h"
+
+PG_FUNCTION_INFO_V1(aw_enqueue);
+PG_FUNCTION_INFO_V1(aw_claim);
+PG_FUNCTION_INFO_V1(aw_complete);
+PG_FUNCTION_INFO_V1(aw_fail);
+PG_FUNCTION_INFO_V1(aw_park);
+PG_FUNCTION_INFO_V1(aw_dead_letter);
+PG_FUNCTION_INFO_V1(aw_pulse);
+PG_FUNCTION_INFO_V1(aw_reoffer);
+
+/* the columns of aion_wake.outbox, in order */
+#define AW_OUTBOX_NATTS 9
+
+/* one kept plan per statement */
+typedef enum AwStmt
+{
+	AW_STMT_ENQUEUE,
+	AW_STMT_CLAIM,
+	AW_STMT_COMPLETE,
+	AW_STMT_FAIL,
+	AW_STMT_PARK,
+	AW_STMT_DEAD_LETTER,
+	AW_NUM_STMTS
+} AwStmt;
+
+static SPIPlanPtr aw_plans[AW_NUM_STMTS];
+
+/*
+ * A kept plan for one of the statements of this file, prepared on first use.
+ * The lease_token match is "$n IS NULL OR lease_token = $n": a NULL token
+ * means any lease.
+ */
+static SPIPlanPtr
+aw_stmt(AwStmt stmt)
+{
+	static const struct
+	{
+		const char *sql;
+		int			nargs;
+		Oid			types[5];
+	}			stmts[AW_NUM_STMTS] = {
+		[AW_STMT_ENQUEUE] = {
+			"INSERT INTO aion_wake.outbox AS o "
+			"  (dispatch_key, topic, payload, visible_after, enqueued_at) "
+			"VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dispatch_key) DO NOTHING",
+			5, {TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+		},
+		[AW_STMT_CLAIM] = {
+			"WITH c AS (SELECT dispatch_key, visible_after AS old_fence, "
+			"                  parked_at IS NOT NULL AS was_parked "
+			"             FROM aion_wake.outbox "
+			"            WHERE topic OPERATOR(pg_catalog.=) $1 "
+			"              AND visible_after OPERATOR(pg_catalog.<=) $2 "
+			"            ORDER BY visible_after LIMIT $3 "
+			"              FOR UPDATE SKIP LOCKED), "
+			"u AS (UPDATE aion_wake.outbox o "
+			"         SET visible_after = $4, parked_at = NULL, "
+			"             lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass) "
+			"        FROM c WHERE o.dispatch_key OPERATOR(pg_catalog.=) c.dispatch_key "
+			"   RETURNING o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
+			"             o.enqueued_at, o.last_error, o.lease_token, o.parked_at, "
+			"             c.old_fence, c.was_parked) "
+			"SELECT * FROM u ORDER BY old_fence, dispatch_key",
+			4, {TEXTOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
+		},
+		[AW_STMT_COMPLETE] = {
+			"DELETE FROM aion_wake.outbox "
+			" WHERE dispatch_key OPERATOR(pg_catalog.=) $1 "
+			"   AND ($2 IS NULL OR lease_token OPERATOR(pg_catalog.=) $2) "
+			"RETURNING parked_at IS NOT NULL",
+			2, {TEXTOID, INT8OID}
+		},
+		[AW_STMT_FAIL] = {
+			"UPDATE aion_wake.outbox "
+			"   SET attempt = attempt OPERATOR(pg_catalog.+) 1, visible_after = $3, "
+			"       last_error = $2, parked_at = NULL "
+			" WHERE dispatch_key OPERATOR(pg_catalog.=) $1 "
+			"   AND ($4 IS NULL OR lease_token OPERATOR(pg_catalog.=) $4)",
+			4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID}
+		},
+		[AW_STMT_PARK] = {
+			"UPDATE aion_wake.outbox SET visible_after = $2, parked_at = $3 "
+			" WHERE dispatch_key OPERATOR(pg_catalog.=) $1 "
+			"   AND ($4 IS NULL OR lease_token OPERATOR(pg_catalog.=) $4) "
+			"RETURNING topic, attempt",
+			4, {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}
+		},
+		[AW_STMT_DEAD_LETTER] = {
+			"WITH d AS (DELETE FROM aion_wake.outbox "
+			"            WHERE dispatch_key OPERATOR(pg_catalog.=) $1 "
+			"              AND ($3 IS NULL OR lease_token OPERATOR(pg_catalog.=) $3) "
+			"           RETURNING *) "
+			"INSERT INTO aion_wake.dead_letters AS l "
+			"SELECT d.dispatch_key, d.topic, d.payload, d.attempt, d.visible_after, "
+			"       d.enqueued_at, d.last_error, d.lease_token, d.parked_at, $2, $4 "
+			"  FROM d "
+			"ON CONFLICT (dispatch_key) DO UPDATE SET topic = EXCLUDED.topic, "
+			"   payload = EXCLUDED.payload, attempt = EXCLUDED.attempt, "
+			"   visible_after = EXCLUDED.visible_after, enqueued_at = EXCLUDED.enqueued_at, "
+			"   last_error = EXCLUDED.last_error, lease_token = EXCLUDED.lease_token, "
+			"   parked_at = EXCLUDED.parked_at, reason = EXCLUDED.reason, "
+			"   dead_at = EXCLUDED.dead_at",
+			4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}
+		},
+	};
+
+	if (aw_plans[stmt] == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(stmts[stmt].sql, stmts[stmt].nargs,
+									   (Oid *) stmts[stmt].types);
+
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		aw_plans[stmt] = plan;
+	}
+	return aw_plans[stmt];
+}
+
+/*
+ * Run a kept statement.  nulls follows SPI's convention (' ' or 'n').
+ */
+static uint64
+aw_run(AwStmt stmt, Datum *args, const char *nulls, int expected)
+{
+	int			rc = SPI_execute_plan(aw_stmt(stmt), args, nulls, false, 0);
+
+	if (rc != expected)
+		elog(ERROR, "aion_wake: statement failed: %s", SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+/* Every writing function: the table is read-only during recovery. */
+static void
+aw_begin_write(const char *fname)
+{
+	aw_require_loaded();
+	PreventCommandDuringRecovery(fname);
+}
+
+/* The optional lease_token argument. */
+static inline void
+aw_arg_token(FunctionCallInfo fcinfo, int argno, Datum *value, char *null)
+{
+	*null = PG_ARGISNULL(argno) ? 'n' : ' ';
+	*value = PG_ARGISNULL(argno) ? (Datum) 0 : PG_GETARG_DATUM(argno);
+}
+
+static TimestampTz
+aw_clock_plus(TimestampTz now, int64 us)
+{
+	TimestampTz result;
+
+	if (pg_add_s64_overflow(now, us, &result) || !IS_VALID_TIMESTAMP(result))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range")));
+	return result;
+}
+
+/*
+ * enqueue(dispatch_key, payload, topic, delay): insert a row; false when the
+ * key is already there.
+ */
+Datum
+aw_enqueue(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	char	   *topic;
+	int64		delay;
+	TimestampTz now;
+	Datum		args[5];
+	uint64		n;
+
+	aw_begin_write("aion_wake.enqueue()");
+	key = aw_arg_key(fcinfo, 0);
+	aw_arg_not_null(fcinfo, 1, "payload");
+	topic = aw_arg_topic(fcinfo, 2);
+	delay = aw_arg_interval_us(fcinfo, 3, "delay");
+	now = GetCurrentTimestamp();
+
+	args[0] = CStringGetTextDatum(key);
+	args[1] = CStringGetTextDatum(topic);
+	args[2] = PG_GETARG_DATUM(1);
+	args[3] = TimestampTzGetDatum(aw_clock_plus(now, delay));
+	args[4] = TimestampTzGetDatum(now);
+
+	SPI_connect();
+	n = aw_run(AW_STMT_ENQUEUE, args, NULL, SPI_OK_INSERT);
+	SPI_finish();
+	PG_RETURN_BOOL(n == 1);
+}
+
+/*
+ * claim(topic, max_rows, lease, wait): lease visible rows of a topic, oldest
+ * fence first, skipping rows other claimers hold.
+ */
+Datum
+aw_claim(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *topic;
+	int32		max_rows;
+	int64		lease;
+	TimestampTz now;
+	Datum		args[4];
+	uint64		n;
+	uint64		i;
+
+	aw_begin_write("aion_wake.claim()");
+	topic = aw_arg_topic(fcinfo, 0);
+	max_rows = aw_arg_int_range(fcinfo, 1, "max_rows", 1, AW_MAX_ROWS_LIMIT);
+	lease = aw_arg_interval_us(fcinfo, 2, "lease");
+	(void) aw_arg_interval_us(fcinfo, 3, "wait");
+
+	InitMaterializedSRF(fcinfo, 0);
+	now = GetCurrentTimestamp();
+	args[0] = CStringGetTextDatum(topic);
+	args[1] = TimestampTzGetDatum(now);
+	args[2] = Int32GetDatum(max_rows);
+	args[3] = TimestampTzGetDatum(aw_clock_plus(now, lease));
+
+	SPI_connect();
+	n = aw_run(AW_STMT_CLAIM, args, NULL, SPI_OK_SELECT);
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		Datum		values[AW_OUTBOX_NATTS];
+		bool		nulls[AW_OUTBOX_NATTS];
+		bool		isnull;
+		int			a;
+
+		for (a = 0; a < AW_OUTBOX_NATTS; a++)
+			values[a] = SPI_getbinval(tup, desc, a + 1, &nulls[a]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+
+		/* a claimed row is no longer parked: forget its entry at commit */
+		if (DatumGetBool(SPI_getbinval(tup, desc, AW_OUTBOX_NATTS + 2, &isnull)))
+			aw_xact_record_forget(TextDatumGetCString(values[0]));
+	}
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/*
+ * complete(dispatch_key, lease_token): delivered, delete the row.
+ */
+Datum
+aw_complete(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	Datum		args[2];
+	char		nulls[3] = "  ";
+	uint64		n;
+	bool		was_parked = false;
+
+	aw_begin_write("aion_wake.complete()");
+	key = aw_arg_key(fcinfo, 0);
+	args[0] = CStringGetTextDatum(key);
+	aw_arg_token(fcinfo, 1, &args[1], &nulls[1]);
+
+	SPI_connect();
+	n = aw_run(AW_STMT_COMPLETE, args, nulls, SPI_OK_DELETE_RETURNING);
+	if (n == 1)
+	{
+		bool		isnull;
+
+		was_parked = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_finish();
+	if (was_parked)
+		aw_xact_record_forget(key);
+	PG_RETURN_BOOL(n == 1);
+}
+
+/*
+ * fail(dispatch_key, error, backoff, lease_token): a real failed delivery:
+ * attempt + 1, fence at clock + backoff, no longer parked.
+ */
+Datum
+aw_fail(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	int64		backoff;
+	Datum		args[4];
+	char		nulls[5] = "    ";
+	uint64		n;
+
+	aw_begin_write("aion_wake.fail()");
+	key = aw_arg_key(fcinfo, 0);
+	backoff = aw_arg_interval_us(fcinfo, 2, "backoff");
+	args[0] = CStringGetTextDatum(key);
+	if (PG_ARGISNULL(1))
+		nulls[1] = 'n';
+	else
+		args[1] = PG_GETARG_DATUM(1);
+	args[2] = TimestampTzGetDatum(aw_clock_plus(GetCurrentTimestamp(), backoff));
+	aw_arg_token(fcinfo, 3, &args[3], &nulls[3]);
+
+	SPI_connect();
+	n = aw_run(AW_STMT_FAIL, args, nulls, SPI_OK_UPDATE);
+	SPI_finish();
+	if (n == 1)
+		aw_xact_record_forget(key);
+	PG_RETURN_BOOL(n == 1);
+}
+
+/*
+ * park(dispatch_key, backoff, lease_token): BUSY.  Write the fence in this
+ * transaction (the UPDATE takes the row's lock before the set is touched),
+ * remember the row as pending, confirm at COMMIT, forget at ROLLBACK.
+ */
+Datum
+aw_park(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	int64		backoff;
+	TimestampTz now;
+	TimestampTz fence;
+	Datum		args[4];
+	char		nulls[5] = "    ";
+	uint64		n;
+	char	   *topic = NULL;
+	int32		attempt = 0;
+
+	aw_begin_write("aion_wake.park()");
+	key = aw_arg_key(fcinfo, 0);
+	backoff = aw_arg_interval_us(fcinfo, 1, "backoff");
+	now = GetCurrentTimestamp();
+	fence = aw_clock_plus(now, backoff);
+	args[0] = CStringGetTextDatum(key);
+	args[1] = TimestampTzGetDatum(fence);
+	args[2] = TimestampTzGetDatum(now);
+	aw_arg_token(fcinfo, 2, &args[3], &nulls[3]);
+
+	SPI_connect();
+	n = aw_run(AW_STMT_PARK, args, nulls, SPI_OK_UPDATE_RETURNING);
+	if (n == 1)
+	{
+		bool		isnull;
+
+		topic = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		topic = MemoryContextStrdup(CurTransactionContext, topic);
+		attempt = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	SPI_finish();
+	if (n != 1)
+		PG_RETURN_BOOL(false);
+
+	if (!aw_database_is_served())
+		aw_warn_unserved_once();
+	else
+	{
+		uint64		generation;
+		AwSavedEntry saved;
+		AwParkResult r;
+
+		r = aw_set_park(AW_KIND_FENCED, key, topic, attempt, now, fence,
+						&generation, &saved);
+		if (r == AW_PARK_OK)
+			aw_xact_record_park(key, generation, &saved);
+		else
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("aion_wake %s is full", r == AW_PARK_SET_FULL ?
+							"parked set" : "topic table"),
+					 errdetail("Row \"%s\" waits until its fence; no pulse will re-offer it.", key),
+					 errhint("Increase \"%s\".", r == AW_PARK_SET_FULL ?
+							 "aion_wake.max_parked_rows" : "aion_wake.max_topics")));
+	}
+	PG_RETURN_BOOL(true);
+}
+
+/*
+ * dead_letter(dispatch_key, reason, lease_token): move the row to
+ * aion_wake.dead_letters.
+ */
+Datum
+aw_dead_letter(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	Datum		args[4];
+	char		nulls[5] = "    ";
+	uint64		n;
+
+	aw_begin_write("aion_wake.dead_letter()");
+	key = aw_arg_key(fcinfo, 0);
+	args[0] = CStringGetTextDatum(key);
+	if (PG_ARGISNULL(1))
+		nulls[1] = 'n';
+	else
+		args[1] = PG_GETARG_DATUM(1);
+	aw_arg_token(fcinfo, 2, &args[2], &nulls[2]);
+	args[3] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	SPI_connect();
+	n = aw_run(AW_STMT_DEAD_LETTER, args, nulls, SPI_OK_INSERT);
+	SPI_finish();
+	if (n == 1)
+		aw_xact_record_forget(key);
+	PG_RETURN_BOOL(n == 1);
+}
+
+/*
+ * pulse(topic, slots): k slots of a topic freed.  Delivered at COMMIT; the
+ * pulses of one transaction add up.
+ */
+Datum
+aw_pulse(PG_FUNCTION_ARGS)
+{
+	char	   *topic;
+	int32		slots;
+
+	aw_begin_write("aion_wake.pulse()");
+	topic = aw_arg_topic(fcinfo, 0);
+	slots = aw_arg_int_range(fcinfo, 1, "slots", 1, AW_PULSE_MAX_SLOTS);
+	aw_warn_unserved_once();
+	aw_xact_record_pulse(topic, slots);
+	PG_RETURN_VOID();
+}
+
+/*
+ * reoffer(topic, max_rows): spend max_rows slots of a topic now, in this
+ * transaction, exactly as the worker spends a pulse.  Returns the rows
+ * re-offered.  For operators and tests; the worker does this by itself.
+ */
+Datum
+aw_reoffer(PG_FUNCTION_ARGS)
+{
+	char	   *topic;
+	int32		max_rows;
+	int64		n;
+
+	aw_begin_write("aion_wake.reoffer()");
+	topic = aw_arg_topic(fcinfo, 0);
+	max_rows = aw_arg_int_range(fcinfo, 1, "max_rows", 1, AW_MAX_ROWS_LIMIT);
+
+	SPI_connect();
+	n = aw_reoffer_round(topic, max_rows, false);
+	SPI_finish();
+	PG_RETURN_INT64(n);
+}

@@ -1,0 +1,402 @@
+/*-------------------------------------------------------------------------
+ *
+ * protocol.c
+ *	  The non-transactional shared-memory protocol (park_pending, confirm,
+ *	  abandon, take_confirmed) and the views aion_wake.status and
+ *	  aion_wake.parked.
+ *
+ *	  The protocol functions mirror what park() does inside a transaction,
+ *	  for callers that keep their own table and write their own fences.
+ *	  Their entries are UNFENCED: the worker never re-offers them and pulses
+ *	  never spend slots on them; take_confirmed() hands them back.  A backend
+ *	  that exits abandons the pending entries it still owns.
+ *
+ * Copyright (c) 2026, aion_wake authors
+ *
+ * IDENTIFICATION
+ *	  src/protocol.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/dbcommands.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "aion_wake.h"
+#include "aw_set.h"
+
+PG_FUNCTION_INFO_V1(aw_park_pending);
+PG_FUNCTION_INFO_V1(aw_confirm);
+PG_FUNCTION_INFO_V1(aw_abandon);
+PG_FUNCTION_INFO_V1(aw_take_confirmed);
+PG_FUNCTION_INFO_V1(aw_status);
+PG_FUNCTION_INFO_V1(aw_parked);
+
+/* rows moved out of the set per hold of its lock */
+#define AW_TAKE_CHUNK 256
+
+/* pending UNFENCED entries this backend may still own */
+static int64 aw_my_pending = 0;
+static bool aw_exit_registered = false;
+
+static void
+aw_protocol_exit(int code, Datum arg)
+{
+	if (aw_my_pending > 0)
+		aw_set_abandon_owned_by_me();
+}
+
+/*
+ * park_pending(dispatch_key, attempt, topic): remember a row as pending.
+ * False, with a WARNING, when the set is full.
+ */
+Datum
+aw_park_pending(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	int32		attempt;
+	char	   *topic;
+	uint64		generation;
+	AwParkResult r;
+
+	aw_require_loaded();
+	key = aw_arg_key(fcinfo, 0);
+	aw_arg_not_null(fcinfo, 1, "attempt");
+	attempt = PG_GETARG_INT32(1);
+	topic = aw_arg_topic(fcinfo, 2);
+
+	if (!aw_exit_registered)
+	{
+		/* runs after the transaction is aborted and before ProcKill */
+		on_shmem_exit(aw_protocol_exit, (Datum) 0);
+		aw_exit_registered = true;
+	}
+	r = aw_set_park(AW_KIND_UNFENCED, key, topic, attempt,
+					GetCurrentTimestamp(), 0, &generation, NULL);
+	if (r != AW_PARK_OK)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("aion_wake %s is full", r == AW_PARK_SET_FULL ?
+						"parked set" : "topic table"),
+				 errdetail("Row \"%s\" was not parked.", key),
+				 errhint("Increase \"%s\".", r == AW_PARK_SET_FULL ?
+						 "aion_wake.max_parked_rows" : "aion_wake.max_topics")));
+		PG_RETURN_BOOL(false);
+	}
+	aw_my_pending++;
+	PG_RETURN_BOOL(true);
+}
+
+/*
+ * confirm(dispatch_key): the fence is durable.  True means a wake came while
+ * pending: the entry is gone and the caller must re-offer the row now.
+ */
+Datum
+aw_confirm(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	bool		found;
+	bool		woken;
+
+	aw_require_loaded();
+	key = aw_arg_key(fcinfo, 0);
+	woken = aw_set_confirm(AW_KIND_UNFENCED, key, 0, &found);
+	if (found && aw_my_pending > 0)
+		aw_my_pending--;
+	PG_RETURN_BOOL(woken);
+}
+
+/*
+ * abandon(dispatch_key): the fence write failed; forget the row.
+ */
+Datum
+aw_abandon(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	bool		removed;
+
+	aw_require_loaded();
+	key = aw_arg_key(fcinfo, 0);
+	removed = aw_set_abandon(AW_KIND_UNFENCED, key, 0, NULL);
+	if (removed && aw_my_pending > 0)
+		aw_my_pending--;
+	PG_RETURN_BOOL(removed);
+}
+
+typedef struct AwTaken
+{
+	char		key[AW_KEY_MAXLEN + 1];
+	int32		attempt;
+} AwTaken;
+
+/*
+ * The topic of this database whose oldest confirmed UNFENCED entry is the
+ * oldest of all, or NULL.  Caller holds the set lock.
+ */
+static AwEntry *
+aw_oldest_confirmed_any_topic(AwTopic **topics, int ntopics)
+{
+	AwEntry    *best = NULL;
+	int			i;
+
+	for (i = 0; i < ntopics; i++)
+	{
+		AwEntry    *e;
+
+		if (dlist_is_empty(&topics[i]->confirmed[AW_KIND_UNFENCED]))
+			continue;
+		e = dlist_head_element(AwEntry, list_node, &topics[i]->confirmed[AW_KIND_UNFENCED]);
+		if (best == NULL || e->parked_at < best->parked_at ||
+			(e->parked_at == best->parked_at && e->seq < best->seq))
+			best = e;
+	}
+	return best;
+}
+
+/*
+ * take_confirmed(topic, max_rows): remove and return confirmed UNFENCED
+ * rows, oldest first; when fewer than max_rows were confirmed, mark pending
+ * ones woken (one per row still wanted) so their confirm returns true.
+ * Works in chunks so the set lock is never held for long.
+ */
+Datum
+aw_take_confirmed(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *topic = NULL;
+	int64		want = PG_INT64_MAX;
+	AwTaken    *chunk;
+	AwTopic   **topics;
+	bool		done = false;
+
+	aw_require_loaded();
+	if (!PG_ARGISNULL(0))
+		topic = aw_arg_topic(fcinfo, 0);
+	if (!PG_ARGISNULL(1))
+		want = aw_arg_int_range(fcinfo, 1, "max_rows", 1, AW_MAX_ROWS_LIMIT);
+
+	InitMaterializedSRF(fcinfo, 0);
+	chunk = palloc(sizeof(AwTaken) * AW_TAKE_CHUNK);
+	topics = palloc(sizeof(AwTopic *) * aw_max_topics);
+
+	while (!done)
+	{
+		int			n = 0;
+		int			ntopics = 0;
+		int			i;
+
+		LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+		aw_expire_unfenced(GetCurrentTimestamp());
+		if (topic != NULL)
+		{
+			AwTopic    *t = aw_topic_find(MyDatabaseId, topic, false);
+
+			if (t != NULL)
+				topics[ntopics++] = t;
+		}
+		else
+		{
+			HASH_SEQ_STATUS status;
+			AwTopic    *t;
+
+			hash_seq_init(&status, aw_topics);
+			while ((t = (AwTopic *) hash_seq_search(&status)) != NULL)
+			{
+				if (t->key.dbid == MyDatabaseId)
+					topics[ntopics++] = t;
+			}
+		}
+
+		while (n < AW_TAKE_CHUNK && want > 0)
+		{
+			AwEntry    *e = aw_oldest_confirmed_any_topic(topics, ntopics);
+
+			if (e == NULL)
+				break;
+			strlcpy(chunk[n].key, e->key.key, sizeof(chunk[n].key));
+			chunk[n].attempt = e->attempt;
+			n++;
+			want--;
+			aw_entry_remove(e, false);
+		}
+
+		if (n < AW_TAKE_CHUNK || want == 0)
+		{
+			/* confirmed ones exhausted: wake pending ones, oldest first */
+			for (i = 0; i < ntopics && want > 0; i++)
+			{
+				dlist_iter	iter;
+
+				dlist_foreach(iter, &topics[i]->pending[AW_KIND_UNFENCED])
+				{
+					AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
+
+					if (want == 0)
+						break;
+					if (!e->woken)
+					{
+						e->woken = true;
+						want--;
+					}
+				}
+			}
+			done = true;
+		}
+		LWLockRelease(aw_shared->lock);
+
+		for (i = 0; i < n; i++)
+		{
+			Datum		values[2];
+			bool		nulls[2] = {false, false};
+
+			values[0] = CStringGetTextDatum(chunk[i].key);
+			values[1] = Int32GetDatum(chunk[i].attempt);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	return (Datum) 0;
+}
+
+/*
+ * The worker slot for this database: the one the worker published, or the
+ * one named after it before the worker has connected.
+ */
+static AwWorkerSlot *
+aw_my_worker_slot(const char *dbname)
+{
+	AwWorkerSlot *slot = aw_worker_slot_for(MyDatabaseId);
+	int			i;
+
+	for (i = 0; slot == NULL && i < aw_shared->nworkers; i++)
+	{
+		if (strcmp(aw_shared->workers[i].dbname, dbname) == 0)
+			slot = &aw_shared->workers[i];
+	}
+	return slot;
+}
+
+/*
+ * aion_wake.status: one row of counters.  Reads counters only; never scans
+ * the set.
+ */
+Datum
+aw_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[21];
+	bool		nulls[21];
+	AwCounters	c;
+	AwWorkerSlot *slot;
+	int			pid = 0;
+	TimestampTz started_at = 0;
+	bool		listening = false;
+	char		listen_error[256];
+	char	   *dbname;
+	int			i = 0;
+
+	aw_require_loaded();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	memset(nulls, 0, sizeof(nulls));
+	listen_error[0] = '\0';
+	dbname = get_database_name(MyDatabaseId);
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	c = aw_shared->counters;
+	slot = aw_my_worker_slot(dbname);
+	if (slot != NULL)
+	{
+		pid = slot->pid;
+		started_at = slot->started_at;
+		listening = slot->listening;
+		SpinLockAcquire(&slot->mutex);
+		strlcpy(listen_error, slot->listen_error, sizeof(listen_error));
+		SpinLockRelease(&slot->mutex);
+	}
+	LWLockRelease(aw_shared->lock);
+
+	/* worker_pid, worker_database, served */
+	values[i] = Int32GetDatum(pid);
+	nulls[i++] = (pid == 0);
+	values[i] = CStringGetDatum(dbname);
+	nulls[i++] = (slot == NULL);
+	values[i++] = BoolGetDatum(slot != NULL);
+	/* listening, listen_error */
+	values[i++] = BoolGetDatum(pid != 0 && listening);
+	values[i] = CStringGetTextDatum(listen_error);
+	nulls[i++] = (listen_error[0] == '\0');
+	values[i++] = Int32GetDatum(aw_max_parked_rows);
+	values[i++] = Int64GetDatum(c.parked_pending);
+	values[i++] = Int64GetDatum(c.parked_confirmed);
+	values[i++] = Int32GetDatum(0);	/* waiters */
+	values[i++] = Int64GetDatum((int64) c.pulses_received);
+	values[i++] = Int64GetDatum((int64) c.slots_received);
+	values[i++] = Int64GetDatum((int64) c.rows_reoffered);
+	values[i++] = Int64GetDatum((int64) c.wakes_deferred);
+	values[i++] = Int64GetDatum((int64) c.bad_pulses);
+	values[i++] = Int64GetDatum((int64) c.set_full);
+	values[i++] = Int64GetDatum((int64) c.fences_expired);
+	values[i++] = Int64GetDatum((int64) c.unfenced_expired);
+	values[i++] = Int64GetDatum((int64) c.credits_used);
+	values[i++] = Int64GetDatum((int64) c.slots_returned);
+	values[i] = TimestampTzGetDatum(c.last_pulse_at);
+	nulls[i++] = (c.last_pulse_at == 0);
+	values[i] = TimestampTzGetDatum(started_at);
+	nulls[i++] = (pid == 0);
+	Assert(i == tupdesc->natts);
+
+	{
+		/* worker_database is of type name */
+		NameData   *nd = palloc0(sizeof(NameData));
+
+		namestrcpy(nd, dbname);
+		values[1] = NameGetDatum(nd);
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * aion_wake.parked: one row per entry of this database.
+ */
+Datum
+aw_parked(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	HASH_SEQ_STATUS status;
+	AwEntry    *e;
+
+	aw_require_loaded();
+	InitMaterializedSRF(fcinfo, 0);
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	hash_seq_init(&status, aw_entries);
+	while ((e = (AwEntry *) hash_seq_search(&status)) != NULL)
+	{
+		Datum		values[8];
+		bool		nulls[8];
+
+		if (e->key.dbid != MyDatabaseId)
+			continue;
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = CStringGetTextDatum(e->key.key);
+		values[1] = CStringGetTextDatum(e->topic->key.name);
+		values[2] = Int32GetDatum(e->attempt);
+		values[3] = CStringGetTextDatum(aw_state_name(e->state));
+		values[4] = BoolGetDatum(e->woken || e->state == AW_DUE);
+		values[5] = TimestampTzGetDatum(e->parked_at);
+		values[6] = TimestampTzGetDatum(e->fence);
+		nulls[6] = (e->key.kind == AW_KIND_UNFENCED);
+		values[7] = Int32GetDatum(e->owner_pid);
+		nulls[7] = (e->state != AW_PENDING);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	LWLockRelease(aw_shared->lock);
+	return (Datum) 0;
+}
