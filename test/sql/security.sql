@@ -1,0 +1,80 @@
+--
+-- security: nothing is usable by PUBLIC but the status view; the GRANTs
+-- README gives an application role are enough; search_path cannot hijack
+-- the statements the functions run.
+--
+CREATE ROLE aw_nobody LOGIN;
+CREATE ROLE aw_app LOGIN;
+
+-- what README tells users to grant an application role
+GRANT USAGE ON SCHEMA aion_wake TO aw_app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON aion_wake.outbox TO aw_app;
+GRANT SELECT, INSERT, UPDATE ON aion_wake.dead_letters TO aw_app;
+GRANT USAGE ON SEQUENCE aion_wake.lease_token_seq TO aw_app;
+GRANT EXECUTE ON FUNCTION
+	aion_wake.enqueue(text, jsonb, text, interval),
+	aion_wake.claim(text, int, interval, interval),
+	aion_wake.complete(text, bigint),
+	aion_wake.fail(text, text, interval, bigint),
+	aion_wake.park(text, interval, bigint),
+	aion_wake.dead_letter(text, text, bigint),
+	aion_wake.pulse(text, int)
+	TO aw_app;
+
+-- which functions can PUBLIC execute?
+SELECT p.proname
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = 'aion_wake'
+   AND has_function_privilege('aw_nobody', p.oid, 'EXECUTE')
+ ORDER BY 1;
+SELECT c.relname, has_table_privilege('aw_nobody', c.oid, 'SELECT') AS can_select
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'aion_wake' AND c.relkind IN ('r', 'v')
+ ORDER BY 1;
+
+SET ROLE aw_nobody;
+SELECT count(*) FROM aion_wake.status;
+SELECT aion_wake.enqueue('sec1');
+SELECT aion_wake.pulse();
+SELECT * FROM aion_wake.parked;
+SELECT aion_wake.park_pending('x');
+SELECT * FROM aion_wake.outbox;
+RESET ROLE;
+
+SET ROLE aw_app;
+SELECT aion_wake.enqueue('sec1', '{}', 'sec');
+SELECT aion_wake.enqueue('sec2', '{}', 'sec');
+SELECT dispatch_key FROM aion_wake.claim('sec', 1);
+SELECT aion_wake.park('sec1', '1 hour');
+SELECT aion_wake.pulse('sec');
+SELECT aion_wake.fail('sec2', 'err', '0');
+SELECT aion_wake.dead_letter('sec2', 'bad');
+SELECT aion_wake.reoffer('sec', 1);
+SELECT aion_wake.abandon('sec1');
+RESET ROLE;
+
+-- search_path: an operator and functions planted ahead of pg_catalog
+CREATE SCHEMA evil;
+CREATE FUNCTION evil.texteq_always(text, text) RETURNS boolean
+	LANGUAGE sql IMMUTABLE AS 'SELECT true';
+CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.texteq_always);
+CREATE FUNCTION evil.clock_timestamp() RETURNS timestamptz
+	LANGUAGE sql AS $$SELECT '2000-01-01'::timestamptz$$;
+CREATE FUNCTION evil.nextval(regclass) RETURNS bigint
+	LANGUAGE sql AS 'SELECT 42::bigint';
+GRANT USAGE ON SCHEMA evil TO PUBLIC;
+SELECT aion_wake.enqueue('h1', '{}', 'hijack');
+SELECT aion_wake.enqueue('h2', '{}', 'hijack');
+SET search_path = evil, pg_catalog, public;
+SELECT 'a' = 'b' AS hijacked_operator_in_effect;
+SELECT aion_wake.complete('h1');
+SELECT count(*) AS rows_left FROM aion_wake.outbox WHERE topic OPERATOR(pg_catalog.=) 'hijack';
+SELECT lease_token OPERATOR(pg_catalog.<>) 42 AS real_token,
+       enqueued_at OPERATOR(pg_catalog.>) '2001-01-01' AS real_clock
+  FROM aion_wake.claim('hijack');
+RESET search_path;
+DROP SCHEMA evil CASCADE;
+
+DROP OWNED BY aw_app;
+DROP ROLE aw_app;
+DROP ROLE aw_nobody;
