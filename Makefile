@@ -13,6 +13,7 @@ OBJS = \
 	src/protocol.o \
 	src/pulse_parse.o \
 	src/reoffer.o \
+	src/waiters.o \
 	src/worker.o \
 	src/xact.o
 

@@ -34,4 +34,10 @@ extern void aw_xact_record_forget(const char *key);
 /* a capacity pulse, added up per topic, delivered at commit */
 extern void aw_xact_record_pulse(const char *topic, int32 slots);
 
+/* rows of a topic become claimable at commit: wake as many waiters */
+extern void aw_xact_record_ready(const char *topic, int64 rows);
+
+/* a row of a topic gets a fence in the future: tell the waiters' worker */
+extern void aw_xact_record_fence(const char *topic, TimestampTz fence);
+
 #endif							/* AW_XACT_H */

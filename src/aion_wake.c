@@ -34,6 +34,7 @@
 #include "aion_wake.h"
 #include "aw_pulse_parse.h"
 #include "aw_set.h"
+#include "aw_waiters.h"
 #include "aw_worker.h"
 
 PG_MODULE_MAGIC;
@@ -166,8 +167,9 @@ aw_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(aw_set_shmem_size());
-	RequestNamedLWLockTranche("aion_wake", 1);
+	RequestAddinShmemSpace(add_size(aw_set_shmem_size(), aw_waiters_shmem_size()));
+	/* [0] the parked set, [1] the waiter registry */
+	RequestNamedLWLockTranche("aion_wake", 2);
 }
 
 static void
@@ -177,6 +179,7 @@ aw_shmem_startup(void)
 		prev_shmem_startup_hook();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	aw_set_shmem_init();
+	aw_waiters_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

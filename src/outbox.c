@@ -20,19 +20,23 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/latch.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "aion_wake.h"
 #include "aw_reoffer.h"
 #include "aw_set.h"
+#include "aw_waiters.h"
 #include "aw_xact.h"
 
 PG_FUNCTION_INFO_V1(aw_enqueue);
@@ -111,7 +115,8 @@ aw_stmt(AwStmt stmt)
 			"   SET attempt = attempt OPERATOR(pg_catalog.+) 1, visible_after = $3, "
 			"       last_error = $2, parked_at = NULL "
 			" WHERE dispatch_key OPERATOR(pg_catalog.=) $1 "
-			"   AND ($4 IS NULL OR lease_token OPERATOR(pg_catalog.=) $4)",
+			"   AND ($4 IS NULL OR lease_token OPERATOR(pg_catalog.=) $4) "
+			"RETURNING topic",
 			4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID}
 		},
 		[AW_STMT_PARK] = {
@@ -195,6 +200,19 @@ aw_clock_plus(TimestampTz now, int64 us)
 }
 
 /*
+ * A row of topic now has fence `fence`, written at `now`: at commit, a
+ * waiter wakes for it at once, or the worker learns of the fence.
+ */
+static void
+aw_record_visibility(const char *topic, TimestampTz fence, TimestampTz now)
+{
+	if (fence <= now)
+		aw_xact_record_ready(topic, 1);
+	else
+		aw_xact_record_fence(topic, fence);
+}
+
+/*
  * enqueue(dispatch_key, payload, topic, delay): insert a row; false when the
  * key is already there.
  */
@@ -224,39 +242,29 @@ aw_enqueue(PG_FUNCTION_ARGS)
 	SPI_connect();
 	n = aw_run(AW_STMT_ENQUEUE, args, NULL, SPI_OK_INSERT);
 	SPI_finish();
+	if (n == 1)
+		aw_record_visibility(topic, DatumGetTimestampTz(args[3]), now);
 	PG_RETURN_BOOL(n == 1);
 }
 
 /*
- * claim(topic, max_rows, lease, wait): lease visible rows of a topic, oldest
- * fence first, skipping rows other claimers hold.
+ * One claim attempt: lease up to max_rows visible rows into the result
+ * tuplestore.  Returns the number claimed.  Caller is connected to SPI.
  */
-Datum
-aw_claim(PG_FUNCTION_ARGS)
+static uint64
+aw_claim_once(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows, int64 lease)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *topic;
-	int32		max_rows;
-	int64		lease;
-	TimestampTz now;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz fence = aw_clock_plus(now, lease);
 	Datum		args[4];
 	uint64		n;
 	uint64		i;
 
-	aw_begin_write("aion_wake.claim()");
-	topic = aw_arg_topic(fcinfo, 0);
-	max_rows = aw_arg_int_range(fcinfo, 1, "max_rows", 1, AW_MAX_ROWS_LIMIT);
-	lease = aw_arg_interval_us(fcinfo, 2, "lease");
-	(void) aw_arg_interval_us(fcinfo, 3, "wait");
-
-	InitMaterializedSRF(fcinfo, 0);
-	now = GetCurrentTimestamp();
 	args[0] = CStringGetTextDatum(topic);
 	args[1] = TimestampTzGetDatum(now);
 	args[2] = Int32GetDatum(max_rows);
-	args[3] = TimestampTzGetDatum(aw_clock_plus(now, lease));
+	args[3] = TimestampTzGetDatum(fence);
 
-	SPI_connect();
 	n = aw_run(AW_STMT_CLAIM, args, NULL, SPI_OK_SELECT);
 	for (i = 0; i < n; i++)
 	{
@@ -275,6 +283,95 @@ aw_claim(PG_FUNCTION_ARGS)
 		if (DatumGetBool(SPI_getbinval(tup, desc, AW_OUTBOX_NATTS + 2, &isnull)))
 			aw_xact_record_forget(TextDatumGetCString(values[0]));
 	}
+	/* the lease is a fence: an abandoned claim reappears to waiters */
+	if (n > 0)
+		aw_xact_record_fence(topic, fence);
+	return n;
+}
+
+/*
+ * The blocking part of claim(wait => ...): register as a waiter, then
+ * repeat reset latch, probe, sleep until a row is claimed or the wait ends.
+ * The latch is set by a commit that makes a row of the topic claimable, or
+ * by the worker when a fence passes; cancel and statement_timeout set it
+ * too and end the wait at CHECK_FOR_INTERRUPTS.
+ */
+static void
+aw_claim_wait(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows,
+			  int64 lease, int64 wait)
+{
+	TimestampTz deadline;
+
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("claim() cannot wait under REPEATABLE READ or SERIALIZABLE"),
+				 errdetail("A waiting claim must see rows committed while it waits."),
+				 errhint("Use READ COMMITTED, or call claim() with wait => '0'.")));
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("claim() cannot wait in a transaction that has already written"),
+				 errdetail("The transaction would hold its locks and its transaction ID for the whole wait."),
+				 errhint("Call claim() with wait in a transaction of its own.")));
+
+	deadline = aw_clock_plus(GetCurrentTimestamp(), Min(wait, (int64) aw_max_wait_ms * 1000));
+	aw_waiter_register(topic);
+	PG_TRY();
+	{
+		for (;;)
+		{
+			TimestampTz now;
+			long		timeout;
+
+			ResetLatch(MyLatch);
+			aw_waiter_rearm();
+			if (aw_claim_once(rsinfo, topic, max_rows, lease) > 0)
+				break;
+			now = GetCurrentTimestamp();
+			if (now >= deadline)
+				break;
+			timeout = (long) ((deadline - now + 999) / 1000);
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 timeout, PG_WAIT_EXTENSION);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_CATCH();
+	{
+		aw_waiter_leave();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	aw_waiter_leave();
+}
+
+/*
+ * claim(topic, max_rows, lease, wait): lease visible rows of a topic, oldest
+ * fence first, skipping rows other claimers hold.  With wait > 0 and
+ * nothing visible, block until a row is ready or wait passes.
+ */
+Datum
+aw_claim(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *topic;
+	int32		max_rows;
+	int64		lease;
+	int64		wait;
+
+	aw_begin_write("aion_wake.claim()");
+	topic = aw_arg_topic(fcinfo, 0);
+	max_rows = aw_arg_int_range(fcinfo, 1, "max_rows", 1, AW_MAX_ROWS_LIMIT);
+	lease = aw_arg_interval_us(fcinfo, 2, "lease");
+	wait = aw_arg_interval_us(fcinfo, 3, "wait");
+
+	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
+	if (wait > 0 && aw_max_wait_ms > 0)
+		aw_claim_wait(rsinfo, topic, max_rows, lease, wait);
+	else
+		(void) aw_claim_once(rsinfo, topic, max_rows, lease);
 	SPI_finish();
 	return (Datum) 0;
 }
@@ -320,6 +417,7 @@ aw_fail(PG_FUNCTION_ARGS)
 {
 	char	   *key;
 	int64		backoff;
+	TimestampTz now;
 	Datum		args[4];
 	char		nulls[5] = "    ";
 	uint64		n;
@@ -327,19 +425,24 @@ aw_fail(PG_FUNCTION_ARGS)
 	aw_begin_write("aion_wake.fail()");
 	key = aw_arg_key(fcinfo, 0);
 	backoff = aw_arg_interval_us(fcinfo, 2, "backoff");
+	now = GetCurrentTimestamp();
 	args[0] = CStringGetTextDatum(key);
 	if (PG_ARGISNULL(1))
 		nulls[1] = 'n';
 	else
 		args[1] = PG_GETARG_DATUM(1);
-	args[2] = TimestampTzGetDatum(aw_clock_plus(GetCurrentTimestamp(), backoff));
+	args[2] = TimestampTzGetDatum(aw_clock_plus(now, backoff));
 	aw_arg_token(fcinfo, 3, &args[3], &nulls[3]);
 
 	SPI_connect();
-	n = aw_run(AW_STMT_FAIL, args, nulls, SPI_OK_UPDATE);
-	SPI_finish();
+	n = aw_run(AW_STMT_FAIL, args, nulls, SPI_OK_UPDATE_RETURNING);
 	if (n == 1)
+	{
 		aw_xact_record_forget(key);
+		aw_record_visibility(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
+							 DatumGetTimestampTz(args[2]), now);
+	}
+	SPI_finish();
 	PG_RETURN_BOOL(n == 1);
 }
 
@@ -386,6 +489,7 @@ aw_park(PG_FUNCTION_ARGS)
 	if (n != 1)
 		PG_RETURN_BOOL(false);
 
+	aw_record_visibility(topic, fence, now);
 	if (!aw_database_is_served())
 		aw_warn_unserved_once();
 	else

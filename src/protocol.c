@@ -30,6 +30,7 @@
 
 #include "aion_wake.h"
 #include "aw_set.h"
+#include "aw_waiters.h"
 
 PG_FUNCTION_INFO_V1(aw_park_pending);
 PG_FUNCTION_INFO_V1(aw_confirm);
@@ -335,7 +336,7 @@ aw_status(PG_FUNCTION_ARGS)
 	values[i++] = Int32GetDatum(aw_max_parked_rows);
 	values[i++] = Int64GetDatum(c.parked_pending);
 	values[i++] = Int64GetDatum(c.parked_confirmed);
-	values[i++] = Int32GetDatum(0);	/* waiters */
+	values[i++] = Int32GetDatum(aw_waiters_total());
 	values[i++] = Int64GetDatum((int64) c.pulses_received);
 	values[i++] = Int64GetDatum((int64) c.slots_received);
 	values[i++] = Int64GetDatum((int64) c.rows_reoffered);

@@ -176,6 +176,7 @@ aw_reoffer_round(const char *only_topic, int32 slots, bool notify_ready)
 			if (outcomes[i] != AW_TAKE_MOVED)
 				continue;
 			aw_xact_record_reoffer(takes[i].key, &takes[i].saved);
+			aw_xact_record_ready(takes[i].saved.topic, 1);
 			if (notify_ready)
 				Async_Notify("aion_wake_ready", takes[i].saved.topic);
 		}

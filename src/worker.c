@@ -66,6 +66,7 @@
 #include "aw_pulse_parse.h"
 #include "aw_reoffer.h"
 #include "aw_set.h"
+#include "aw_waiters.h"
 #include "aw_worker.h"
 
 /* restart delay after a failure, seconds */
@@ -491,6 +492,73 @@ aw_worker_spend(void)
 	aw_end();
 }
 
+/*
+ * For topics with waiters whose next fence has passed (or is not known
+ * yet): count the rows that became visible since the last look and wake as
+ * many waiters, then find the next fence ahead.  Two index probes per
+ * topic, on (topic, visible_after).
+ */
+static void
+aw_worker_check_fences(void)
+{
+	static SPIPlanPtr count_plan = NULL;
+	static SPIPlanPtr next_plan = NULL;
+	AwFenceCheck checks[32];
+	Oid			types[3] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	int			n;
+	int			i;
+
+	n = aw_waiters_due_fences(GetCurrentTimestamp(), checks, lengthof(checks));
+	if (n == 0)
+		return;
+
+	aw_begin("aion_wake: looking for fences that passed");
+	if (count_plan == NULL)
+	{
+		count_plan = SPI_prepare("SELECT pg_catalog.count(*) FROM aion_wake.outbox "
+								 " WHERE topic OPERATOR(pg_catalog.=) $1 "
+								 "   AND visible_after OPERATOR(pg_catalog.>) $2 "
+								 "   AND visible_after OPERATOR(pg_catalog.<=) $3", 3, types);
+		next_plan = SPI_prepare("SELECT pg_catalog.min(visible_after) FROM aion_wake.outbox "
+								" WHERE topic OPERATOR(pg_catalog.=) $1 "
+								"   AND visible_after OPERATOR(pg_catalog.>) $2", 2, types);
+		if (count_plan == NULL || next_plan == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(count_plan);
+		SPI_keepplan(next_plan);
+	}
+	for (i = 0; i < n; i++)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+		Datum		args[3];
+		int64		visible = 0;
+		TimestampTz next = DT_NOEND;
+		bool		isnull;
+
+		args[0] = CStringGetTextDatum(checks[i].topic);
+		args[1] = TimestampTzGetDatum(checks[i].checked_upto);
+		args[2] = TimestampTzGetDatum(now);
+		if (checks[i].known)
+		{
+			if (SPI_execute_plan(count_plan, args, NULL, false, 1) != SPI_OK_SELECT)
+				elog(ERROR, "aion_wake: fence count failed");
+			visible = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+												  SPI_tuptable->tupdesc, 1, &isnull));
+		}
+		args[1] = TimestampTzGetDatum(now);
+		if (SPI_execute_plan(next_plan, args, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "aion_wake: next fence lookup failed");
+		{
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+			if (!isnull)
+				next = DatumGetTimestampTz(d);
+		}
+		aw_waiters_fence_result(checks[i].topic, now, visible, next);
+	}
+	aw_end();
+}
+
 /* Is there work for this database on the work list? */
 static bool
 aw_worker_has_work(void)
@@ -607,10 +675,18 @@ aw_worker_main(Datum main_arg)
 			ready = aw_worker_rebuild();
 		if (ready && aw_worker_has_work())
 			aw_worker_spend();
+		if (ready)
+			aw_worker_check_fences();
 
 		/* sleep until an event or the next deadline */
 		now = GetCurrentTimestamp();
 		next = aw_set_expire(now);
+		{
+			TimestampTz fence = aw_waiters_next_fence();
+
+			if (fence != 0 && (next == 0 || fence < next))
+				next = fence;
+		}
 		if (aw_listen && !aw_stopping && aw_conn == NULL &&
 			(next == 0 || aw_next_connect < next))
 			next = aw_next_connect;

@@ -28,6 +28,7 @@
 #include "nodes/pg_list.h"
 #include "utils/memutils.h"
 
+#include "aw_waiters.h"
 #include "aw_xact.h"
 
 typedef enum AwActionKind
@@ -35,7 +36,9 @@ typedef enum AwActionKind
 	AW_ACT_PARK,
 	AW_ACT_REOFFER,
 	AW_ACT_FORGET,
-	AW_ACT_PULSE
+	AW_ACT_PULSE,
+	AW_ACT_READY,
+	AW_ACT_FENCE
 } AwActionKind;
 
 typedef struct AwAction
@@ -43,9 +46,10 @@ typedef struct AwAction
 	AwActionKind kind;
 	SubTransactionId subid;
 	uint64		generation;		/* PARK */
-	int64		slots;			/* PULSE */
+	int64		count;			/* PULSE: slots; READY: rows */
+	TimestampTz fence;			/* FENCE: the earliest */
 	AwSavedEntry saved;			/* PARK, REOFFER */
-	char		name[AW_KEY_MAXLEN + 1];	/* key, or topic for PULSE */
+	char		name[AW_KEY_MAXLEN + 1];	/* key, or topic */
 } AwAction;
 
 /* this transaction's actions, oldest first; lives in TopTransactionContext */
@@ -104,28 +108,56 @@ aw_xact_record_forget(const char *key)
 }
 
 /*
- * Pulses of one topic in one subtransaction add up into one action, so a
- * transaction that pulses a topic many times delivers one pulse.
+ * The per-topic action of this kind in the current subtransaction, made if
+ * there is none yet: pulses, ready rows and fences of one topic add up into
+ * one action, so a transaction that enqueues many rows wakes waiters once.
  */
-void
-aw_xact_record_pulse(const char *topic, int32 slots)
+static AwAction *
+aw_xact_topic_action(AwActionKind kind, const char *topic, bool *found)
 {
 	SubTransactionId subid = GetCurrentSubTransactionId();
 	ListCell   *lc;
-	AwAction   *a;
 
 	foreach(lc, aw_actions)
 	{
-		a = (AwAction *) lfirst(lc);
-		if (a->kind == AW_ACT_PULSE && a->subid == subid &&
-			strcmp(a->name, topic) == 0)
+		AwAction   *a = (AwAction *) lfirst(lc);
+
+		if (a->kind == kind && a->subid == subid && strcmp(a->name, topic) == 0)
 		{
-			a->slots = Min(a->slots + slots, PG_INT64_MAX / 2);
-			return;
+			*found = true;
+			return a;
 		}
 	}
-	a = aw_xact_new_action(AW_ACT_PULSE, topic);
-	a->slots = slots;
+	*found = false;
+	return aw_xact_new_action(kind, topic);
+}
+
+void
+aw_xact_record_pulse(const char *topic, int32 slots)
+{
+	bool		found;
+	AwAction   *a = aw_xact_topic_action(AW_ACT_PULSE, topic, &found);
+
+	a->count = Min(a->count + slots, PG_INT64_MAX / 2);
+}
+
+void
+aw_xact_record_ready(const char *topic, int64 rows)
+{
+	bool		found;
+	AwAction   *a = aw_xact_topic_action(AW_ACT_READY, topic, &found);
+
+	a->count = Min(a->count + rows, PG_INT64_MAX / 2);
+}
+
+void
+aw_xact_record_fence(const char *topic, TimestampTz fence)
+{
+	bool		found;
+	AwAction   *a = aw_xact_topic_action(AW_ACT_FENCE, topic, &found);
+
+	if (!found || fence < a->fence)
+		a->fence = fence;
 }
 
 /*
@@ -146,6 +178,8 @@ aw_undo_action(AwAction *a)
 			break;
 		case AW_ACT_FORGET:
 		case AW_ACT_PULSE:
+		case AW_ACT_READY:
+		case AW_ACT_FENCE:
 			break;
 	}
 }
@@ -165,7 +199,8 @@ aw_xact_callback(XactEvent event, void *arg)
 			{
 				AwAction   *a = (AwAction *) lfirst(lc);
 
-				if (a->kind != AW_ACT_FORGET)
+				if (a->kind == AW_ACT_PARK || a->kind == AW_ACT_PULSE ||
+					a->kind == AW_ACT_REOFFER)
 					ereport(ERROR,
 							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 							 errmsg("cannot PREPARE a transaction that has called aion_wake.park(), aion_wake.pulse() or aion_wake.reoffer()"),
@@ -190,7 +225,13 @@ aw_xact_callback(XactEvent event, void *arg)
 						aw_set_forget(a->name);
 						break;
 					case AW_ACT_PULSE:
-						aw_set_add_slots(a->name, a->slots);
+						aw_set_add_slots(a->name, a->count);
+						break;
+					case AW_ACT_READY:
+						aw_waiters_wake(MyDatabaseId, a->name, a->count);
+						break;
+					case AW_ACT_FENCE:
+						aw_waiters_fence_hint(MyDatabaseId, a->name, a->fence);
 						break;
 					case AW_ACT_REOFFER:
 						break;
@@ -211,7 +252,11 @@ aw_xact_callback(XactEvent event, void *arg)
 			}
 
 		case XACT_EVENT_PREPARE:
-			/* only FORGET actions can be left; the re-offer CAS covers them */
+			/*
+			 * Only forgets and waiter wakes can be left.  COMMIT PREPARED
+			 * runs no callbacks here: entries of forgotten rows fail their
+			 * compare-and-set, and waiters wake at their fence or deadline.
+			 */
 			aw_actions = NIL;
 			break;
 

@@ -216,3 +216,20 @@ SELECT err($$SELECT aion_wake.pulse('a:b')$$);
 SELECT err($$SELECT aion_wake.reoffer('t', 0)$$);
 SELECT err($$INSERT INTO aion_wake.outbox (dispatch_key, topic) VALUES ('x', 'bad topic')$$);
 SELECT err($$INSERT INTO aion_wake.outbox (dispatch_key) VALUES ('')$$);
+
+-- a blocking claim: refused where it cannot see new rows or would hold an
+-- xid; returns at once when a row is there, and nothing when wait passes
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT err($$SELECT * FROM aion_wake.claim('wt', 1, '1 s', '1 s')$$);
+COMMIT;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT err($$SELECT * FROM aion_wake.claim('wt', 1, '1 s', '1 s')$$);
+COMMIT;
+BEGIN;
+SELECT aion_wake.enqueue('wt1', '{}', 'wt', '1 hour');
+SELECT err($$SELECT * FROM aion_wake.claim('wt', 1, '1 s', '1 s')$$);
+COMMIT;
+SELECT aion_wake.enqueue('wt2', '{}', 'wt');
+SELECT dispatch_key FROM aion_wake.claim('wt', 1, '1 s', '10 s');
+SELECT count(*) FROM aion_wake.claim('wt', 1, '1 s', '50 ms');
+SELECT waiters FROM aion_wake.status;

@@ -1,0 +1,52 @@
+/*-------------------------------------------------------------------------
+ *
+ * aw_waiters.h
+ *	  The waiter registry: claimers blocked in claim(..., wait => ...) and
+ *	  the exact wake-ups that end their wait.
+ *
+ * Copyright (c) 2026, aion_wake authors
+ *
+ * IDENTIFICATION
+ *	  include/aw_waiters.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef AW_WAITERS_H
+#define AW_WAITERS_H
+
+#include "postgres.h"
+#include "datatype/timestamp.h"
+
+#include "aw_pulse_parse.h"
+
+/* a topic whose next fence the worker must look at (aw_waiters_due_fences) */
+typedef struct AwFenceCheck
+{
+	char		topic[AW_TOPIC_MAXLEN + 1];
+	bool		known;			/* false: only find the next fence */
+	TimestampTz checked_upto;	/* rows visible after this are new */
+} AwFenceCheck;
+
+extern Size aw_waiters_shmem_size(void);
+extern void aw_waiters_shmem_init(void);
+
+/* the blocked claimer's side */
+extern void aw_waiter_register(const char *topic);
+extern void aw_waiter_rearm(void);
+extern void aw_waiter_leave(void);
+
+/* the wakers' side; both are cheap when nobody waits and never raise */
+extern void aw_waiters_wake(Oid dbid, const char *topic, int64 rows);
+extern void aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence);
+
+/* the worker's side */
+extern int	aw_waiters_due_fences(TimestampTz now, AwFenceCheck *out, int max_out);
+extern void aw_waiters_fence_result(const char *topic, TimestampTz checked_upto,
+									int64 visible_rows, TimestampTz next_fence);
+extern TimestampTz aw_waiters_next_fence(void);
+
+/* for the views */
+extern int	aw_waiters_total(void);
+extern int	aw_waiters_of_topic(Oid dbid, const char *topic);
+
+#endif							/* AW_WAITERS_H */

@@ -1,0 +1,440 @@
+/*-------------------------------------------------------------------------
+ *
+ * waiters.c
+ *	  The waiter registry: one slot per backend, and per topic a FIFO of
+ *	  the claimers blocked on it.
+ *
+ *	  A blocked claim registers, resets its latch, probes the table, then
+ *	  sleeps on its latch; so a wake that comes between the probe and the
+ *	  sleep is never lost.  Wakers take waiters from the head of the
+ *	  topic's FIFO, one per row that became claimable, and set exactly
+ *	  their latches, only on the not-ready to ready edge (G7).  A slot is
+ *	  indexed by process number and carries the pid it was registered
+ *	  with, so a stale slot is never woken in place of a live backend.  A
+ *	  claimer that leaves holding a wake it did not use passes it on.
+ *
+ *	  Rows also become claimable when a fence passes (a delayed enqueue, a
+ *	  back-off, an expired lease).  Nobody commits at that moment, so the
+ *	  worker keeps, per topic with waiters, the next fence that could make
+ *	  a row visible, sleeps until it, counts the rows that became visible
+ *	  and wakes that many waiters.  Writers lower that fence at COMMIT.
+ *
+ *	  Everything here is guarded by the second LWLock of the "aion_wake"
+ *	  tranche; nothing raises while holding it.
+ *
+ * Copyright (c) 2026, aion_wake authors
+ *
+ * IDENTIFICATION
+ *	  src/waiters.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/twophase.h"
+#include "lib/ilist.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/hsearch.h"
+#include "utils/timestamp.h"
+
+#include "aion_wake.h"
+#include "aw_set.h"
+#include "aw_waiters.h"
+
+typedef struct AwWaitTopic
+{
+	AwTopicKey	key;			/* hash key: must be first */
+	dlist_head	queue;			/* registered and not ready, oldest first */
+	int			n_waiters;		/* registered, ready or not */
+	TimestampTz next_fence;		/* 0: unknown; DT_NOEND: none */
+	TimestampTz checked_upto;
+	TimestampTz hint_since;		/* lowest hint since the worker looked */
+} AwWaitTopic;
+
+typedef struct AwWaiter
+{
+	int			pid;			/* 0: slot free */
+	bool		ready;
+	bool		queued;
+	AwWaitTopic *topic;
+	dlist_node	node;
+} AwWaiter;
+
+typedef struct AwWaitShared
+{
+	LWLock	   *lock;
+	pg_atomic_uint32 n_waiters;
+	int			nslots;
+	AwWaiter	slots[FLEXIBLE_ARRAY_MEMBER];
+} AwWaitShared;
+
+static AwWaitShared *aw_wait = NULL;
+static HTAB *aw_wait_topics = NULL;
+static bool aw_exit_registered = false;
+
+/* one slot per PGPROC: backends, auxiliary processes, prepared xacts */
+static int
+aw_waiters_nslots(void)
+{
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+}
+
+Size
+aw_waiters_shmem_size(void)
+{
+	Size		size = add_size(offsetof(AwWaitShared, slots),
+								mul_size(aw_waiters_nslots(), sizeof(AwWaiter)));
+
+	/* at most one topic per waiting backend */
+	return add_size(MAXALIGN(size),
+					hash_estimate_size(aw_waiters_nslots(), sizeof(AwWaitTopic)));
+}
+
+/* Called from shmem_startup_hook with AddinShmemInitLock held. */
+void
+aw_waiters_shmem_init(void)
+{
+	bool		found;
+	HASHCTL		info;
+	int			n = aw_waiters_nslots();
+
+	aw_wait = ShmemInitStruct("aion_wake waiters",
+							  add_size(offsetof(AwWaitShared, slots),
+									   mul_size(n, sizeof(AwWaiter))),
+							  &found);
+	if (!found)
+	{
+		memset(aw_wait, 0, offsetof(AwWaitShared, slots) + n * sizeof(AwWaiter));
+		aw_wait->lock = &(GetNamedLWLockTranche("aion_wake"))[1].lock;
+		pg_atomic_init_u32(&aw_wait->n_waiters, 0);
+		aw_wait->nslots = n;
+	}
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(AwTopicKey);
+	info.entrysize = sizeof(AwWaitTopic);
+	aw_wait_topics = ShmemInitHash("aion_wake waiting topics", n, n, &info,
+								   HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+}
+
+static AwWaitTopic *
+aw_wait_topic_find(Oid dbid, const char *name, HASHACTION action)
+{
+	AwTopicKey	key;
+	bool		found;
+	AwWaitTopic *t;
+
+	memset(&key, 0, sizeof(key));
+	key.dbid = dbid;
+	strlcpy(key.name, name, sizeof(key.name));
+	t = (AwWaitTopic *) hash_search(aw_wait_topics, &key, action, &found);
+	if (t != NULL && action == HASH_ENTER_NULL && !found)
+	{
+		dlist_init(&t->queue);
+		t->n_waiters = 0;
+		t->next_fence = 0;
+		t->checked_upto = 0;
+		t->hint_since = DT_NOEND;
+	}
+	return t;
+}
+
+/*
+ * Mark up to n queued waiters of a topic ready, oldest first, and collect
+ * their process numbers.  Slots whose backend is gone are dropped without
+ * counting.  Caller holds the waiter lock exclusively.
+ */
+static int
+aw_wait_topic_take(AwWaitTopic *t, int64 n, int *procnos, int max_out)
+{
+	int			taken = 0;
+
+	while (taken < n && taken < max_out && !dlist_is_empty(&t->queue))
+	{
+		AwWaiter   *w = dlist_head_element(AwWaiter, node, &t->queue);
+		int			procno = w - aw_wait->slots;
+
+		dlist_pop_head_node(&t->queue);
+		w->queued = false;
+		if (GetPGProcByNumber(procno)->pid != w->pid)
+			continue;			/* stale: its backend is gone */
+		w->ready = true;
+		procnos[taken++] = procno;
+	}
+	return taken;
+}
+
+static void
+aw_set_latches(const int *procnos, int n)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		SetLatch(&GetPGProcByNumber(procnos[i])->procLatch);
+}
+
+static void
+aw_waiter_exit(int code, Datum arg)
+{
+	AwWaiter   *w = &aw_wait->slots[AW_MY_PROCNO];
+
+	if (w->pid == MyProcPid)
+		aw_waiter_leave();
+}
+
+/*
+ * Register this backend as waiting on a topic.  The first waiter of a topic
+ * whose next fence is unknown asks the worker to find it.
+ */
+void
+aw_waiter_register(const char *topic)
+{
+	AwWaiter   *w = &aw_wait->slots[AW_MY_PROCNO];
+	AwWaitTopic *t;
+	bool		ask_worker = false;
+
+	if (!aw_exit_registered)
+	{
+		on_shmem_exit(aw_waiter_exit, (Datum) 0);
+		aw_exit_registered = true;
+	}
+
+	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
+	t = aw_wait_topic_find(MyDatabaseId, topic, HASH_ENTER_NULL);
+	Assert(t != NULL);			/* sized for one topic per slot */
+	w->pid = MyProcPid;
+	w->ready = false;
+	w->queued = true;
+	w->topic = t;
+	dlist_push_tail(&t->queue, &w->node);
+	t->n_waiters++;
+	ask_worker = (t->next_fence == 0);
+	pg_atomic_fetch_add_u32(&aw_wait->n_waiters, 1);
+	LWLockRelease(aw_wait->lock);
+
+	if (ask_worker)
+		aw_wake_worker(MyDatabaseId);
+}
+
+/*
+ * Before each probe: drop the ready flag and queue again if a wake took us
+ * off the queue.  A wake after this is kept on the flag and the latch.
+ */
+void
+aw_waiter_rearm(void)
+{
+	AwWaiter   *w = &aw_wait->slots[AW_MY_PROCNO];
+
+	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
+	w->ready = false;
+	if (!w->queued)
+	{
+		dlist_push_tail(&w->topic->queue, &w->node);
+		w->queued = true;
+	}
+	LWLockRelease(aw_wait->lock);
+}
+
+/*
+ * Leave the registry: at the end of the wait, on error, on cancel and at
+ * exit.  A wake that came after the last probe is passed to the next
+ * waiter of the topic.  Never raises.
+ */
+void
+aw_waiter_leave(void)
+{
+	AwWaiter   *w = &aw_wait->slots[AW_MY_PROCNO];
+	AwWaitTopic *t;
+	int			procno = -1;
+	int			n = 0;
+
+	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
+	if (w->pid != MyProcPid)
+	{
+		LWLockRelease(aw_wait->lock);
+		return;
+	}
+	t = w->topic;
+	if (w->queued)
+		dlist_delete(&w->node);
+	if (w->ready)
+		n = aw_wait_topic_take(t, 1, &procno, 1);
+	w->pid = 0;
+	w->queued = false;
+	w->ready = false;
+	w->topic = NULL;
+	if (--t->n_waiters == 0)
+		hash_search(aw_wait_topics, &t->key, HASH_REMOVE, NULL);
+	pg_atomic_fetch_sub_u32(&aw_wait->n_waiters, 1);
+	LWLockRelease(aw_wait->lock);
+	aw_set_latches(&procno, n);
+}
+
+/* Is anybody waiting at all?  Read without the lock (see aw_waiters_wake). */
+static inline bool
+aw_anyone_waits(void)
+{
+	if (aw_wait == NULL)
+		return false;
+	pg_memory_barrier();
+	return pg_atomic_read_u32(&aw_wait->n_waiters) > 0;
+}
+
+/*
+ * rows rows of a topic became claimable (at the COMMIT that made them so):
+ * wake that many waiters.  A waiter registers before it probes, and the
+ * rows are visible before this runs, so a waiter this misses because the
+ * count read zero will see the rows in its probe.
+ */
+void
+aw_waiters_wake(Oid dbid, const char *topic, int64 rows)
+{
+	int			procnos[64];
+	int			n;
+	AwWaitTopic *t;
+
+	if (rows <= 0 || !aw_anyone_waits())
+		return;
+	while (rows > 0)
+	{
+		LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
+		t = aw_wait_topic_find(dbid, topic, HASH_FIND);
+		n = t ? aw_wait_topic_take(t, rows, procnos, lengthof(procnos)) : 0;
+		LWLockRelease(aw_wait->lock);
+		aw_set_latches(procnos, n);
+		if (n < (int) lengthof(procnos))
+			break;
+		rows -= n;
+	}
+}
+
+/*
+ * A row of a topic was given a fence in the future (at COMMIT): if it is
+ * earlier than the next fence the worker knows of, lower that and wake the
+ * worker so it sleeps until the new one.
+ */
+void
+aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence)
+{
+	AwWaitTopic *t;
+	bool		lowered = false;
+
+	if (!aw_anyone_waits())
+		return;
+	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
+	t = aw_wait_topic_find(dbid, topic, HASH_FIND);
+	if (t != NULL)
+	{
+		if (fence < t->hint_since)
+			t->hint_since = fence;
+		if (t->next_fence != 0 && fence < t->next_fence)
+		{
+			t->next_fence = fence;
+			lowered = true;
+		}
+	}
+	LWLockRelease(aw_wait->lock);
+	if (lowered)
+		aw_wake_worker(dbid);
+}
+
+/*
+ * The worker: topics of its database with waiters whose next fence is
+ * unknown or has passed.  Starts a new hint window for each.
+ */
+int
+aw_waiters_due_fences(TimestampTz now, AwFenceCheck *out, int max_out)
+{
+	HASH_SEQ_STATUS status;
+	AwWaitTopic *t;
+	int			n = 0;
+
+	if (!aw_anyone_waits())
+		return 0;
+	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, aw_wait_topics);
+	while ((t = (AwWaitTopic *) hash_seq_search(&status)) != NULL)
+	{
+		if (t->key.dbid != MyDatabaseId || (t->next_fence != 0 && t->next_fence > now))
+			continue;
+		strlcpy(out[n].topic, t->key.name, sizeof(out[n].topic));
+		out[n].known = (t->next_fence != 0);
+		out[n].checked_upto = t->checked_upto;
+		t->hint_since = DT_NOEND;
+		if (++n >= max_out)
+		{
+			hash_seq_term(&status);
+			break;
+		}
+	}
+	LWLockRelease(aw_wait->lock);
+	return n;
+}
+
+/*
+ * The worker looked at a topic: visible_rows rows became claimable since
+ * the last look, and next_fence (DT_NOEND for none) is the next fence ahead.
+ * A hint that came in while it looked still counts.
+ */
+void
+aw_waiters_fence_result(const char *topic, TimestampTz checked_upto,
+						int64 visible_rows, TimestampTz next_fence)
+{
+	AwWaitTopic *t;
+
+	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
+	t = aw_wait_topic_find(MyDatabaseId, topic, HASH_FIND);
+	if (t != NULL)
+	{
+		t->next_fence = Min(next_fence, t->hint_since);
+		t->checked_upto = checked_upto;
+	}
+	LWLockRelease(aw_wait->lock);
+	aw_waiters_wake(MyDatabaseId, topic, visible_rows);
+}
+
+/* The worker: the earliest known next fence of its topics, or 0. */
+TimestampTz
+aw_waiters_next_fence(void)
+{
+	HASH_SEQ_STATUS status;
+	AwWaitTopic *t;
+	TimestampTz next = 0;
+
+	if (!aw_anyone_waits())
+		return 0;
+	LWLockAcquire(aw_wait->lock, LW_SHARED);
+	hash_seq_init(&status, aw_wait_topics);
+	while ((t = (AwWaitTopic *) hash_seq_search(&status)) != NULL)
+	{
+		if (t->key.dbid != MyDatabaseId || t->next_fence == 0 || t->next_fence == DT_NOEND)
+			continue;
+		if (next == 0 || t->next_fence < next)
+			next = t->next_fence;
+	}
+	LWLockRelease(aw_wait->lock);
+	return next;
+}
+
+int
+aw_waiters_total(void)
+{
+	return aw_wait ? (int) pg_atomic_read_u32(&aw_wait->n_waiters) : 0;
+}
+
+int
+aw_waiters_of_topic(Oid dbid, const char *topic)
+{
+	AwWaitTopic *t;
+	int			n;
+
+	LWLockAcquire(aw_wait->lock, LW_SHARED);
+	t = aw_wait_topic_find(dbid, topic, HASH_FIND);
+	n = t ? t->n_waiters : 0;
+	LWLockRelease(aw_wait->lock);
+	return n;
+}
