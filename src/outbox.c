@@ -557,8 +557,11 @@ aw_pulse(PG_FUNCTION_ARGS)
 	aw_begin_write("aion_wake.pulse()");
 	topic = aw_arg_topic(fcinfo, 0);
 	slots = aw_arg_int_range(fcinfo, 1, "slots", 1, AW_PULSE_MAX_SLOTS);
-	aw_warn_unserved_once();
-	aw_xact_record_pulse(topic, slots);
+	/* with no worker to spend them, slots would only pile up */
+	if (aw_database_is_served())
+		aw_xact_record_pulse(topic, slots);
+	else
+		aw_warn_unserved_once();
 	PG_RETURN_VOID();
 }
 

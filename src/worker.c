@@ -313,6 +313,8 @@ aw_listen_connect(void)
 
 	aw_conn = libpqsrv_connect_params(keywords, values, false, PG_WAIT_EXTENSION);
 	aw_conn_generation++;
+	list_free(dirlist);
+	pfree(dirs);
 	if (aw_conn == NULL || PQstatus(aw_conn) != CONNECTION_OK)
 	{
 		aw_listen_failed("could not connect", aw_conn ? PQerrorMessage(aw_conn) : "out of memory");
