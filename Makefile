@@ -30,7 +30,7 @@ REGRESS_OPTS = --inputdir=test --outputdir=test \
 	--load-extension=aion_wake
 
 ISOLATION = protocol outbox
-ISOLATION_OPTS = --inputdir=test --outputdir=test/results_isolation \
+ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation \
 	--temp-config=test/aion_wake.conf --temp-instance=test/tmp_check_iso \
 	--load-extension=aion_wake
 
@@ -38,8 +38,12 @@ TAP_TESTS = 1
 # t/ lives under test/
 PROVE_TESTS = test/t/*.pl
 
-EXTRA_CLEAN = test/results test/results_isolation test/tmp_check test/tmp_check_iso test/regression.* test/output_iso
+EXTRA_CLEAN = test/results test/tmp_check test/tmp_check_iso test/regression.* test/log \
+	test/isolation/output_iso test/isolation/results test/isolation/log test/isolation/regression.*
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS does not track header dependencies: rebuild everything when one changes
+$(OBJS): $(wildcard include/*.h)

@@ -173,12 +173,16 @@ typedef enum AwParkResult
 } AwParkResult;
 
 /*
- * A saved copy of a confirmed entry that a park replaced, so that a rollback
- * of that park can put it back.
+ * A saved copy of the entry a park replaced, so that a rollback of that park
+ * can put it back: a confirmed entry, or a pending one made by an earlier
+ * park of the same transaction (a re-park in a savepoint).
  */
 typedef struct AwSavedEntry
 {
 	bool		valid;
+	bool		pending;		/* restore as this backend's pending entry */
+	bool		woken;			/* pending only */
+	uint64		generation;		/* pending only: the earlier park's */
 	char		topic[AW_TOPIC_MAXLEN + 1];
 	int32		attempt;
 	TimestampTz parked_at;
@@ -193,7 +197,7 @@ extern AwParkResult aw_set_park(AwKind kind, const char *key, const char *topic,
 extern bool aw_set_confirm(AwKind kind, const char *key, uint64 generation,
 						   bool *found);
 extern bool aw_set_abandon(AwKind kind, const char *key, uint64 generation,
-						   const AwSavedEntry *restore);
+						   const AwSavedEntry *restore, bool *was_pending);
 extern void aw_set_forget(const char *key);
 extern bool aw_set_restore(const char *key, const char *topic, int32 attempt,
 						   TimestampTz parked_at, TimestampTz fence);

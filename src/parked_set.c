@@ -512,6 +512,29 @@ aw_entry_is_mine(AwEntry *e, uint64 generation)
 }
 
 /*
+ * Fill a new or reused entry (already unlinked) for a topic.  The caller
+ * links it with the state it wants.  Caller holds the set lock exclusively.
+ */
+static void
+aw_entry_fill(AwEntry *e, AwTopic *t, int32 attempt, TimestampTz parked_at,
+			  TimestampTz fence)
+{
+	e->topic = t;
+	t->n_entries++;
+	e->attempt = attempt;
+	e->woken = false;
+	e->owner_procno = -1;
+	e->owner_pid = 0;
+	e->parked_at = parked_at;
+	e->fence = fence;
+	e->confirmed_at = 0;
+	e->generation = aw_shared->next_generation++;
+	e->seq = aw_shared->next_seq++;
+	e->skip_round = 0;
+	e->heap_index = -1;
+}
+
+/*
  * Make (or correct) a confirmed entry from what the table says: a restore
  * after a rollback, or the worker's rebuild.  An entry that is pending or in
  * flight is left alone: its owner will settle it.  Returns false when the
@@ -544,18 +567,7 @@ aw_entry_put_confirmed(AwKind kind, const char *key, const char *topic,
 		aw_entry_unlink(e);
 		e->topic->n_entries--;
 	}
-	e->topic = t;
-	t->n_entries++;
-	e->attempt = attempt;
-	e->woken = false;
-	e->parked_at = parked_at;
-	e->fence = fence;
-	e->generation = aw_shared->next_generation++;
-	e->seq = aw_shared->next_seq++;
-	e->skip_round = 0;
-	e->heap_index = -1;
-	e->owner_procno = -1;
-	e->owner_pid = 0;
+	aw_entry_fill(e, t, attempt, parked_at, fence);
 	aw_entry_link(e, AW_CONFIRMED);
 	return true;
 }
@@ -642,9 +654,13 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 	{
 		inherit = aw_entry_holds_slot(e) ||
 			(e->state == AW_PENDING && e->woken);
-		if (saved && (e->state == AW_CONFIRMED || e->state == AW_DUE))
+		if (saved && (e->state == AW_CONFIRMED || e->state == AW_DUE ||
+					  (e->state == AW_PENDING && aw_entry_is_mine(e, 0))))
 		{
 			saved->valid = true;
+			saved->pending = (e->state == AW_PENDING);
+			saved->woken = e->woken;
+			saved->generation = e->generation;
 			strlcpy(saved->topic, e->topic->key.name, sizeof(saved->topic));
 			saved->attempt = e->attempt;
 			saved->parked_at = e->parked_at;
@@ -653,19 +669,10 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 		aw_entry_unlink(e);
 		e->topic->n_entries--;
 	}
-	e->topic = t;
-	t->n_entries++;
-	e->attempt = attempt;
+	aw_entry_fill(e, t, attempt, parked_at, fence);
 	e->woken = inherit;
 	e->owner_procno = AW_MY_PROCNO;
 	e->owner_pid = MyProcPid;
-	e->parked_at = parked_at;
-	e->fence = fence;
-	e->confirmed_at = 0;
-	e->generation = aw_shared->next_generation++;
-	e->seq = aw_shared->next_seq++;
-	e->skip_round = 0;
-	e->heap_index = -1;
 	aw_entry_link(e, AW_PENDING);
 	*generation = e->generation;
 	LWLockRelease(aw_shared->lock);
@@ -729,31 +736,65 @@ aw_set_confirm(AwKind kind, const char *key, uint64 generation, bool *found)
 
 /*
  * Forget this call's entry: its fence write failed or rolled back.  A slot
- * the entry held goes back to its topic.  With restore, the confirmed entry
- * the park replaced is put back as it was.  Returns whether an entry was
- * removed.  Never raises: ABORT callbacks call it.
+ * the entry held goes back to its topic.  With restore, the entry the park
+ * replaced is put back: a confirmed one as it was, or the pending entry of
+ * an earlier park of this transaction, which then keeps the wake.  Returns
+ * whether an entry was removed, and in *was_pending whether it was pending.
+ * Never raises: ABORT callbacks call it.
  */
 bool
 aw_set_abandon(AwKind kind, const char *key, uint64 generation,
-			   const AwSavedEntry *restore)
+			   const AwSavedEntry *restore, bool *was_pending)
 {
 	AwEntry    *e;
 	bool		removed = false;
+	bool		held_slot = false;
+	bool		restore_pending = (restore != NULL && restore->valid && restore->pending);
 	bool		wake_worker = false;
 
+	if (was_pending)
+		*was_pending = false;
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	e = aw_entry_find(MyDatabaseId, kind, key);
 	if (e != NULL && e->state != AW_IN_FLIGHT &&
 		(aw_entry_is_mine(e, generation) ||
 		 (generation == 0 && e->state == AW_CONFIRMED)))
 	{
-		wake_worker = aw_entry_holds_slot(e);
-		aw_entry_remove(e, true);
+		held_slot = aw_entry_holds_slot(e);
+		if (was_pending)
+			*was_pending = (e->state == AW_PENDING);
+		/* a pending entry put back below keeps the slot as its wake */
+		aw_entry_remove(e, !restore_pending);
+		wake_worker = held_slot && !restore_pending;
 		removed = true;
 	}
 	if (restore != NULL && restore->valid && (removed || e == NULL))
-		(void) aw_entry_put_confirmed(kind, key, restore->topic, restore->attempt,
-									  restore->parked_at, restore->fence);
+	{
+		if (!restore_pending)
+			(void) aw_entry_put_confirmed(kind, key, restore->topic, restore->attempt,
+										  restore->parked_at, restore->fence);
+		else
+		{
+			AwTopic    *t = aw_topic_find(MyDatabaseId, restore->topic, true);
+			AwKey		k;
+			bool		found;
+
+			memset(&k, 0, sizeof(k));
+			k.dbid = MyDatabaseId;
+			k.kind = kind;
+			strlcpy(k.key, key, sizeof(k.key));
+			e = t ? (AwEntry *) hash_search(aw_entries, &k, HASH_ENTER_NULL, &found) : NULL;
+			if (e != NULL && !found)
+			{
+				aw_entry_fill(e, t, restore->attempt, restore->parked_at, restore->fence);
+				e->generation = restore->generation;
+				e->woken = restore->woken || held_slot;
+				e->owner_procno = AW_MY_PROCNO;
+				e->owner_pid = MyProcPid;
+				aw_entry_link(e, AW_PENDING);
+			}
+		}
+	}
 	LWLockRelease(aw_shared->lock);
 	if (wake_worker)
 		aw_wake_worker(MyDatabaseId);
@@ -762,9 +803,10 @@ aw_set_abandon(AwKind kind, const char *key, uint64 generation,
 
 /*
  * The row behind a FENCED entry was delivered, claimed, failed or moved to
- * the dead letters: forget the entry unless a live transaction is parking
- * it, and give a slot it held back to its topic.  An entry in flight is left
- * to the worker, whose compare-and-set will find the row changed.
+ * the dead letters: forget the entry, and give a slot it held back to its
+ * topic.  A pending entry is left to the park that made it (possibly later
+ * in this same transaction, whose actions settle in order), and an entry in
+ * flight to the worker, whose compare-and-set will find the row changed.
  */
 void
 aw_set_forget(const char *key)
@@ -774,8 +816,7 @@ aw_set_forget(const char *key)
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	e = aw_entry_find(MyDatabaseId, AW_KIND_FENCED, key);
-	if (e != NULL && e->state != AW_IN_FLIGHT &&
-		(e->state != AW_PENDING || aw_entry_is_mine(e, 0)))
+	if (e != NULL && e->state != AW_IN_FLIGHT && e->state != AW_PENDING)
 	{
 		wake_worker = aw_entry_holds_slot(e);
 		aw_entry_remove(e, true);
@@ -860,6 +901,9 @@ aw_take_entry(AwEntry *e, AwTake *out)
 	strlcpy(out->key, e->key.key, sizeof(out->key));
 	out->generation = e->generation;
 	out->saved.valid = true;
+	out->saved.pending = false;
+	out->saved.woken = false;
+	out->saved.generation = 0;
 	strlcpy(out->saved.topic, e->topic->key.name, sizeof(out->saved.topic));
 	out->saved.attempt = e->attempt;
 	out->saved.parked_at = e->parked_at;

@@ -122,11 +122,12 @@ aw_abandon(PG_FUNCTION_ARGS)
 {
 	char	   *key;
 	bool		removed;
+	bool		was_pending;
 
 	aw_require_loaded();
 	key = aw_arg_key(fcinfo, 0);
-	removed = aw_set_abandon(AW_KIND_UNFENCED, key, 0, NULL);
-	if (removed && aw_my_pending > 0)
+	removed = aw_set_abandon(AW_KIND_UNFENCED, key, 0, NULL, &was_pending);
+	if (was_pending && aw_my_pending > 0)
 		aw_my_pending--;
 	PG_RETURN_BOOL(removed);
 }
@@ -157,6 +158,35 @@ aw_oldest_confirmed_any_topic(AwTopic **topics, int ntopics)
 		if (best == NULL || e->parked_at < best->parked_at ||
 			(e->parked_at == best->parked_at && e->seq < best->seq))
 			best = e;
+	}
+	return best;
+}
+
+/*
+ * The oldest pending UNFENCED entry of these topics not yet woken, or NULL.
+ * Caller holds the set lock.
+ */
+static AwEntry *
+aw_oldest_unwoken_pending(AwTopic **topics, int ntopics)
+{
+	AwEntry    *best = NULL;
+	int			i;
+
+	for (i = 0; i < ntopics; i++)
+	{
+		dlist_iter	iter;
+
+		dlist_foreach(iter, &topics[i]->pending[AW_KIND_UNFENCED])
+		{
+			AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
+
+			if (e->woken)
+				continue;
+			if (best == NULL || e->parked_at < best->parked_at ||
+				(e->parked_at == best->parked_at && e->seq < best->seq))
+				best = e;
+			break;
+		}
 	}
 	return best;
 }
@@ -231,22 +261,14 @@ aw_take_confirmed(PG_FUNCTION_ARGS)
 		if (n < AW_TAKE_CHUNK || want == 0)
 		{
 			/* confirmed ones exhausted: wake pending ones, oldest first */
-			for (i = 0; i < ntopics && want > 0; i++)
+			while (want > 0)
 			{
-				dlist_iter	iter;
+				AwEntry    *e = aw_oldest_unwoken_pending(topics, ntopics);
 
-				dlist_foreach(iter, &topics[i]->pending[AW_KIND_UNFENCED])
-				{
-					AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
-
-					if (want == 0)
-						break;
-					if (!e->woken)
-					{
-						e->woken = true;
-						want--;
-					}
-				}
+				if (e == NULL)
+					break;
+				e->woken = true;
+				want--;
 			}
 			done = true;
 		}

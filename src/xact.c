@@ -170,11 +170,11 @@ aw_undo_action(AwAction *a)
 	switch (a->kind)
 	{
 		case AW_ACT_PARK:
-			(void) aw_set_abandon(AW_KIND_FENCED, a->name, a->generation, &a->saved);
+			(void) aw_set_abandon(AW_KIND_FENCED, a->name, a->generation, &a->saved, NULL);
 			break;
 		case AW_ACT_REOFFER:
 			/* no entry has this generation: put the saved one back if none is there */
-			(void) aw_set_abandon(AW_KIND_FENCED, a->name, PG_UINT64_MAX, &a->saved);
+			(void) aw_set_abandon(AW_KIND_FENCED, a->name, PG_UINT64_MAX, &a->saved, NULL);
 			break;
 		case AW_ACT_FORGET:
 		case AW_ACT_PULSE:
