@@ -194,6 +194,7 @@ extern AwParkResult aw_set_park(AwKind kind, const char *key, const char *topic,
 								int32 attempt, TimestampTz parked_at,
 								TimestampTz fence, uint64 *generation,
 								AwSavedEntry *saved);
+extern void aw_warn_park_failed(AwParkResult r, const char *key, bool fenced);
 extern bool aw_set_confirm(AwKind kind, const char *key, uint64 generation,
 						   bool *found);
 extern bool aw_set_abandon(AwKind kind, const char *key, uint64 generation,

@@ -503,13 +503,7 @@ aw_park(PG_FUNCTION_ARGS)
 		if (r == AW_PARK_OK)
 			aw_xact_record_park(key, generation, &saved);
 		else
-			ereport(WARNING,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("aion_wake %s is full", r == AW_PARK_SET_FULL ?
-							"parked set" : "topic table"),
-					 errdetail("Row \"%s\" waits until its fence; no pulse will re-offer it.", key),
-					 errhint("Increase \"%s\".", r == AW_PARK_SET_FULL ?
-							 "aion_wake.max_parked_rows" : "aion_wake.max_topics")));
+			aw_warn_park_failed(r, key, true);
 	}
 	PG_RETURN_BOOL(true);
 }

@@ -349,16 +349,36 @@ aw_topic_add_slots(AwTopic *t, uint64 slots)
 	aw_topic_mark_work(t);
 }
 
+/* Build a hash key; the padding is zeroed because keys are hashed as blobs. */
+static inline void
+aw_key_init(AwKey *k, Oid dbid, AwKind kind, const char *key)
+{
+	memset(k, 0, sizeof(*k));
+	k->dbid = dbid;
+	k->kind = kind;
+	strlcpy(k->key, key, sizeof(k->key));
+}
+
 AwEntry *
 aw_entry_find(Oid dbid, AwKind kind, const char *key)
 {
 	AwKey		k;
 
-	memset(&k, 0, sizeof(k));
-	k.dbid = dbid;
-	k.kind = kind;
-	strlcpy(k.key, key, sizeof(k.key));
+	aw_key_init(&k, dbid, kind, key);
 	return (AwEntry *) hash_search(aw_entries, &k, HASH_FIND, NULL);
+}
+
+/*
+ * Find or make the entry of a key of this database; NULL when the set is
+ * full.  A new entry has only its key set.  Caller holds the set lock.
+ */
+static AwEntry *
+aw_entry_enter(AwKind kind, const char *key, bool *found)
+{
+	AwKey		k;
+
+	aw_key_init(&k, MyDatabaseId, kind, key);
+	return (AwEntry *) hash_search(aw_entries, &k, HASH_ENTER_NULL, found);
 }
 
 /*
@@ -545,15 +565,10 @@ aw_entry_put_confirmed(AwKind kind, const char *key, const char *topic,
 					   int32 attempt, TimestampTz parked_at, TimestampTz fence)
 {
 	AwTopic    *t = aw_topic_find(MyDatabaseId, topic, true);
-	AwKey		k;
 	AwEntry    *e;
 	bool		found;
 
-	memset(&k, 0, sizeof(k));
-	k.dbid = MyDatabaseId;
-	k.kind = kind;
-	strlcpy(k.key, key, sizeof(k.key));
-	e = t ? (AwEntry *) hash_search(aw_entries, &k, HASH_ENTER_NULL, &found) : NULL;
+	e = t ? aw_entry_enter(kind, key, &found) : NULL;
 	if (e == NULL)
 	{
 		aw_shared->counters.set_full++;
@@ -622,7 +637,6 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 			TimestampTz parked_at, TimestampTz fence, uint64 *generation,
 			AwSavedEntry *saved)
 {
-	AwKey		k;
 	AwEntry    *e;
 	AwTopic    *t;
 	bool		found;
@@ -630,10 +644,6 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 
 	if (saved)
 		saved->valid = false;
-	memset(&k, 0, sizeof(k));
-	k.dbid = MyDatabaseId;
-	k.kind = kind;
-	strlcpy(k.key, key, sizeof(k.key));
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	t = aw_topic_find(MyDatabaseId, topic, true);
@@ -643,7 +653,7 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 		LWLockRelease(aw_shared->lock);
 		return AW_PARK_TOPICS_FULL;
 	}
-	e = (AwEntry *) hash_search(aw_entries, &k, HASH_ENTER_NULL, &found);
+	e = aw_entry_enter(kind, key, &found);
 	if (e == NULL)
 	{
 		aw_shared->counters.set_full++;
@@ -776,14 +786,9 @@ aw_set_abandon(AwKind kind, const char *key, uint64 generation,
 		else
 		{
 			AwTopic    *t = aw_topic_find(MyDatabaseId, restore->topic, true);
-			AwKey		k;
 			bool		found;
 
-			memset(&k, 0, sizeof(k));
-			k.dbid = MyDatabaseId;
-			k.kind = kind;
-			strlcpy(k.key, key, sizeof(k.key));
-			e = t ? (AwEntry *) hash_search(aw_entries, &k, HASH_ENTER_NULL, &found) : NULL;
+			e = t ? aw_entry_enter(kind, key, &found) : NULL;
 			if (e != NULL && !found)
 			{
 				aw_entry_fill(e, t, restore->attempt, restore->parked_at, restore->fence);
@@ -1138,4 +1143,23 @@ aw_set_expire(TimestampTz now)
 	}
 	LWLockRelease(aw_shared->lock);
 	return next;
+}
+
+/*
+ * The WARNING for a park that found the set or the topic table full (G6):
+ * the caller's transaction goes on, the row keeps its fence.  Called
+ * without the set lock.
+ */
+void
+aw_warn_park_failed(AwParkResult r, const char *key, bool fenced)
+{
+	ereport(WARNING,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("aion_wake %s is full",
+					r == AW_PARK_SET_FULL ? "parked set" : "topic table"),
+			 fenced ?
+			 errdetail("Row \"%s\" waits until its fence; no pulse will re-offer it.", key) :
+			 errdetail("Row \"%s\" was not parked.", key),
+			 errhint("Increase \"%s\".", r == AW_PARK_SET_FULL ?
+					 "aion_wake.max_parked_rows" : "aion_wake.max_topics")));
 }

@@ -82,13 +82,7 @@ aw_park_pending(PG_FUNCTION_ARGS)
 					GetCurrentTimestamp(), 0, &generation, NULL);
 	if (r != AW_PARK_OK)
 	{
-		ereport(WARNING,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("aion_wake %s is full", r == AW_PARK_SET_FULL ?
-						"parked set" : "topic table"),
-				 errdetail("Row \"%s\" was not parked.", key),
-				 errhint("Increase \"%s\".", r == AW_PARK_SET_FULL ?
-						 "aion_wake.max_parked_rows" : "aion_wake.max_topics")));
+		aw_warn_park_failed(r, key, false);
 		PG_RETURN_BOOL(false);
 	}
 	aw_my_pending++;
