@@ -88,6 +88,7 @@ static int	aw_inotify_fd = -1;
 static bool aw_pid_file_changed = true;
 static uint32 aw_conn_generation = 0;
 static char *aw_login_role = NULL;
+static char aw_conn_role[NAMEDATALEN];	/* role of the open connection */
 
 /*
  * The databases named in aion_wake.database, at most AW_MAX_WORKERS.  The
@@ -278,6 +279,13 @@ aw_listen_failed(const char *what, const char *detail)
 	aw_connect_delay_ms = Min(aw_connect_delay_ms * 2, AW_CONNECT_MAX_MS);
 }
 
+/* The role the listening connection logs in as. */
+static const char *
+aw_listen_role(void)
+{
+	return (aw_worker_role && aw_worker_role[0]) ? aw_worker_role : aw_login_role;
+}
+
 /*
  * Open the loopback connection over the first Unix socket directory (or
  * localhost when there is none) and LISTEN.
@@ -303,7 +311,8 @@ aw_listen_connect(void)
 	values[0] = host;
 	values[1] = port;
 	values[2] = aw_slot->dbname;
-	values[3] = (aw_worker_role && aw_worker_role[0]) ? aw_worker_role : aw_login_role;
+	values[3] = aw_listen_role();
+	strlcpy(aw_conn_role, values[3], sizeof(aw_conn_role));
 	values[4] = "aion_wake listener";
 	values[5] = "-c idle_session_timeout=0 -c idle_in_transaction_session_timeout=0 -c statement_timeout=0";
 	values[6] = "disable";
@@ -656,6 +665,12 @@ aw_worker_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 			if (!aw_listen && aw_conn != NULL)
 				aw_listen_disconnect("aion_wake.listen is off");
+			if (aw_conn != NULL && strcmp(aw_conn_role, aw_listen_role()) != 0)
+			{
+				aw_listen_disconnect(NULL);
+				aw_next_connect = 0;
+				aw_connect_delay_ms = AW_CONNECT_MIN_MS;
+			}
 		}
 
 		/* without inotify, look at postmaster.pid on every wake */
