@@ -37,6 +37,9 @@ extern void aw_xact_record_pulse(const char *topic, int32 slots);
 /* rows of a topic become claimable at commit: wake as many waiters */
 extern void aw_xact_record_ready(const char *topic, int64 rows);
 
+/* rows of a topic were claimed: if the claim rolls back, they are claimable again */
+extern void aw_xact_record_claimed(const char *topic, int64 rows);
+
 /* a row of a topic gets a fence in the future: tell the waiters' worker */
 extern void aw_xact_record_fence(const char *topic, TimestampTz fence);
 

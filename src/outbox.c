@@ -60,6 +60,7 @@ typedef enum AwStmt
 	AW_STMT_FAIL,
 	AW_STMT_PARK,
 	AW_STMT_DEAD_LETTER,
+	AW_STMT_NEXT_FENCE,
 	AW_NUM_STMTS
 } AwStmt;
 
@@ -142,6 +143,12 @@ aw_stmt(AwStmt stmt)
 			"   parked_at = EXCLUDED.parked_at, reason = EXCLUDED.reason, "
 			"   dead_at = EXCLUDED.dead_at",
 			4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}
+		},
+		[AW_STMT_NEXT_FENCE] = {
+			"SELECT pg_catalog.min(visible_after) FROM aion_wake.outbox "
+			" WHERE topic OPERATOR(pg_catalog.=) $1 "
+			"   AND visible_after OPERATOR(pg_catalog.>) $2",
+			2, {TEXTOID, TIMESTAMPTZOID}
 		},
 	};
 
@@ -283,10 +290,37 @@ aw_claim_once(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows, int64 le
 		if (DatumGetBool(SPI_getbinval(tup, desc, AW_OUTBOX_NATTS + 2, &isnull)))
 			aw_xact_record_forget(TextDatumGetCString(values[0]));
 	}
-	/* the lease is a fence: an abandoned claim reappears to waiters */
+	/*
+	 * The lease is a fence: an abandoned claim reappears to waiters when it
+	 * passes; a claim that rolls back gives its rows back at once.
+	 */
 	if (n > 0)
+	{
 		aw_xact_record_fence(topic, fence);
+		aw_xact_record_claimed(topic, n);
+	}
 	return n;
+}
+
+/*
+ * In a database no worker serves, nobody wakes waiters when a fence passes:
+ * a waiter looks up the next fence of its topic itself and sleeps no
+ * longer than that.  Returns milliseconds, or LONG_MAX when none is ahead.
+ */
+static long
+aw_ms_until_next_fence(const char *topic, TimestampTz now)
+{
+	Datum		args[2];
+	bool		isnull;
+	Datum		d;
+
+	args[0] = CStringGetTextDatum(topic);
+	args[1] = TimestampTzGetDatum(now);
+	(void) aw_run(AW_STMT_NEXT_FENCE, args, NULL, SPI_OK_SELECT);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+		return LONG_MAX;
+	return (long) ((DatumGetTimestampTz(d) - now + 999) / 1000);
 }
 
 /*
@@ -301,6 +335,7 @@ aw_claim_wait(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows,
 			  int64 lease, int64 wait)
 {
 	TimestampTz deadline;
+	bool		served;
 
 	if (IsolationUsesXactSnapshot())
 		ereport(ERROR,
@@ -316,6 +351,7 @@ aw_claim_wait(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows,
 				 errhint("Call claim() with wait in a transaction of its own.")));
 
 	deadline = aw_clock_plus(GetCurrentTimestamp(), Min(wait, (int64) aw_max_wait_ms * 1000));
+	served = aw_database_is_served();
 	aw_waiter_register(topic);
 	PG_TRY();
 	{
@@ -332,6 +368,8 @@ aw_claim_wait(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows,
 			if (now >= deadline)
 				break;
 			timeout = (long) ((deadline - now + 999) / 1000);
+			if (!served)
+				timeout = Min(timeout, aw_ms_until_next_fence(topic, now));
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 timeout, PG_WAIT_EXTENSION);
 			CHECK_FOR_INTERRUPTS();

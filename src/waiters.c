@@ -221,8 +221,9 @@ aw_waiter_register(const char *topic)
 }
 
 /*
- * Before each probe: drop the ready flag and queue again if a wake took us
- * off the queue.  A wake after this is kept on the flag and the latch.
+ * Before each probe: drop the ready flag and queue again, at the head, if a
+ * wake took us off the queue.  A wake after this is kept on the flag and the
+ * latch.
  */
 void
 aw_waiter_rearm(void)
@@ -233,7 +234,8 @@ aw_waiter_rearm(void)
 	w->ready = false;
 	if (!w->queued)
 	{
-		dlist_push_tail(&w->topic->queue, &w->node);
+		/* a woken waiter that is still waiting keeps its place in line */
+		dlist_push_head(&w->topic->queue, &w->node);
 		w->queued = true;
 	}
 	LWLockRelease(aw_wait->lock);
@@ -315,19 +317,27 @@ aw_waiters_wake(Oid dbid, const char *topic, int64 rows)
 /*
  * A row of a topic was given a fence in the future (at COMMIT): if it is
  * earlier than the next fence the worker knows of, lower that and wake the
- * worker so it sleeps until the new one.
+ * worker so it sleeps until the new one.  In a database no worker serves,
+ * wake one waiter instead, which then sleeps no longer than that fence.
  */
 void
 aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence)
 {
 	AwWaitTopic *t;
 	bool		lowered = false;
+	int			procno;
+	int			n = 0;
 
 	if (!aw_anyone_waits())
 		return;
 	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
 	t = aw_wait_topic_find(dbid, topic, HASH_FIND);
-	if (t != NULL)
+	if (t != NULL && aw_worker_slot_for(dbid) == NULL)
+	{
+		/* no worker: wake one waiter to shorten its own sleep to the fence */
+		n = aw_wait_topic_take(t, 1, &procno, 1);
+	}
+	else if (t != NULL)
 	{
 		if (fence < t->hint_since)
 			t->hint_since = fence;
@@ -338,6 +348,7 @@ aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence)
 		}
 	}
 	LWLockRelease(aw_wait->lock);
+	aw_set_latches(&procno, n);
 	if (lowered)
 		aw_wake_worker(dbid);
 }

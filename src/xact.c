@@ -38,6 +38,7 @@ typedef enum AwActionKind
 	AW_ACT_FORGET,
 	AW_ACT_PULSE,
 	AW_ACT_READY,
+	AW_ACT_CLAIMED,
 	AW_ACT_FENCE
 } AwActionKind;
 
@@ -46,7 +47,7 @@ typedef struct AwAction
 	AwActionKind kind;
 	SubTransactionId subid;
 	uint64		generation;		/* PARK */
-	int64		count;			/* PULSE: slots; READY: rows */
+	int64		count;			/* PULSE: slots; READY, CLAIMED: rows */
 	TimestampTz fence;			/* FENCE: the earliest */
 	AwSavedEntry saved;			/* PARK, REOFFER */
 	char		name[AW_KEY_MAXLEN + 1];	/* key, or topic */
@@ -151,6 +152,15 @@ aw_xact_record_ready(const char *topic, int64 rows)
 }
 
 void
+aw_xact_record_claimed(const char *topic, int64 rows)
+{
+	bool		found;
+	AwAction   *a = aw_xact_topic_action(AW_ACT_CLAIMED, topic, &found);
+
+	a->count = Min(a->count + rows, PG_INT64_MAX / 2);
+}
+
+void
 aw_xact_record_fence(const char *topic, TimestampTz fence)
 {
 	bool		found;
@@ -175,6 +185,10 @@ aw_undo_action(AwAction *a)
 		case AW_ACT_REOFFER:
 			/* no entry has this generation: put the saved one back if none is there */
 			(void) aw_set_abandon(AW_KIND_FENCED, a->name, PG_UINT64_MAX, &a->saved, NULL);
+			break;
+		case AW_ACT_CLAIMED:
+			/* the rows claimed are claimable again: wake as many waiters */
+			aw_waiters_wake(MyDatabaseId, a->name, a->count);
 			break;
 		case AW_ACT_FORGET:
 		case AW_ACT_PULSE:
@@ -234,6 +248,7 @@ aw_xact_callback(XactEvent event, void *arg)
 						aw_waiters_fence_hint(MyDatabaseId, a->name, a->fence);
 						break;
 					case AW_ACT_REOFFER:
+					case AW_ACT_CLAIMED:
 						break;
 				}
 			}
