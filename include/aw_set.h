@@ -117,6 +117,7 @@ typedef struct AwWorkerSlot
 	int			procno;
 	TimestampTz started_at;
 	bool		listening;
+	bool		rebuilt;		/* the set holds this database's parks */
 	slock_t		mutex;
 	char		listen_error[256];
 } AwWorkerSlot;
@@ -163,6 +164,7 @@ extern Size aw_set_shmem_size(void);
 extern void aw_set_shmem_init(void);
 extern AwWorkerSlot *aw_worker_slot_for(Oid dbid);
 extern void aw_wake_worker(Oid dbid);
+extern void aw_nudge_worker(Oid dbid);
 
 /* outcome of aw_set_park */
 typedef enum AwParkResult
@@ -241,5 +243,13 @@ extern void aw_expire_unfenced(TimestampTz now);
 extern AwEntry *aw_heap_top(void);
 
 extern const char *aw_state_name(AwState state);
+
+/* "Oldest first" order: earliest parked_at, ties by sequence number. */
+static inline bool
+aw_entry_older(const AwEntry *a, const AwEntry *b)
+{
+	return a->parked_at < b->parked_at ||
+		(a->parked_at == b->parked_at && a->seq < b->seq);
+}
 
 #endif							/* AW_SET_H */

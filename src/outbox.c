@@ -87,6 +87,12 @@ aw_stmt(AwStmt stmt)
 			5, {TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 		},
 		[AW_STMT_CLAIM] = {
+			/*
+			 * The UPDATE finds its rows through "= ANY (ARRAY(...))" on the
+			 * primary key rather than a join with c: with LIMIT $3 the
+			 * planner guesses c holds a tenth of the table and would hash
+			 * join against a sequential scan in the generic plan.
+			 */
 			"WITH c AS (SELECT dispatch_key, visible_after AS old_fence, "
 			"                  parked_at IS NOT NULL AS was_parked "
 			"             FROM aion_wake.outbox "
@@ -97,11 +103,12 @@ aw_stmt(AwStmt stmt)
 			"u AS (UPDATE aion_wake.outbox o "
 			"         SET visible_after = $4, parked_at = NULL, "
 			"             lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass) "
-			"        FROM c WHERE o.dispatch_key OPERATOR(pg_catalog.=) c.dispatch_key "
+			"       WHERE o.dispatch_key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.dispatch_key FROM c)) "
 			"   RETURNING o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
-			"             o.enqueued_at, o.last_error, o.lease_token, o.parked_at, "
-			"             c.old_fence, c.was_parked) "
-			"SELECT * FROM u ORDER BY old_fence, dispatch_key",
+			"             o.enqueued_at, o.last_error, o.lease_token, o.parked_at) "
+			"SELECT u.*, c.old_fence, c.was_parked "
+			"  FROM u JOIN c ON u.dispatch_key OPERATOR(pg_catalog.=) c.dispatch_key "
+			" ORDER BY c.old_fence, u.dispatch_key",
 			4, {TEXTOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
 		},
 		[AW_STMT_COMPLETE] = {
@@ -539,7 +546,10 @@ aw_park(PG_FUNCTION_ARGS)
 		r = aw_set_park(AW_KIND_FENCED, key, topic, attempt, now, fence,
 						&generation, &saved);
 		if (r == AW_PARK_OK)
+		{
 			aw_xact_record_park(key, generation, &saved);
+			aw_nudge_worker(MyDatabaseId);
+		}
 		else
 			aw_warn_park_failed(r, key, true);
 	}

@@ -152,6 +152,20 @@ aw_wake_worker(Oid dbid)
 		SetLatch(&GetPGProcByNumber(procno)->procLatch);
 }
 
+/*
+ * A park in a database whose worker has not rebuilt the set yet (it waits
+ * for the extension to exist): wake it, so the rebuild happens now rather
+ * than at the next pulse.
+ */
+void
+aw_nudge_worker(Oid dbid)
+{
+	AwWorkerSlot *slot = aw_worker_slot_for(dbid);
+
+	if (slot != NULL && !slot->rebuilt)
+		aw_wake_worker(dbid);
+}
+
 const char *
 aw_state_name(AwState state)
 {
@@ -412,8 +426,9 @@ aw_entry_unlink(AwEntry *e)
 
 /*
  * Put an entry on the list of its new state.  Confirmed entries are kept in
- * parked_at order (ties by sequence); they almost always belong at the tail,
- * so the search walks back from there.
+ * parked_at order (ties by sequence); a confirm almost always belongs at the
+ * tail, so the search walks back from there, and the worker's rebuild adds
+ * entries newest first, each older than the head: O(1) either way.
  */
 static void
 aw_entry_link(AwEntry *e, AwState state)
@@ -433,7 +448,12 @@ aw_entry_link(AwEntry *e, AwState state)
 				dlist_head *head = &t->confirmed[kind];
 				dlist_node *pos = NULL;
 
-				if (!dlist_is_empty(head))
+				if (!dlist_is_empty(head) &&
+					aw_entry_older(e, dlist_head_element(AwEntry, list_node, head)))
+				{
+					/* older than all: the rebuild adds entries newest first */
+				}
+				else if (!dlist_is_empty(head))
 				{
 					dlist_node *n = dlist_tail_node(head);
 
@@ -441,8 +461,7 @@ aw_entry_link(AwEntry *e, AwState state)
 					{
 						AwEntry    *o = dlist_container(AwEntry, list_node, n);
 
-						if (o->parked_at < e->parked_at ||
-							(o->parked_at == e->parked_at && o->seq < e->seq))
+						if (aw_entry_older(o, e))
 						{
 							pos = n;
 							break;

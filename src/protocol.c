@@ -149,8 +149,7 @@ aw_oldest_confirmed_any_topic(AwTopic **topics, int ntopics)
 		if (dlist_is_empty(&topics[i]->confirmed[AW_KIND_UNFENCED]))
 			continue;
 		e = dlist_head_element(AwEntry, list_node, &topics[i]->confirmed[AW_KIND_UNFENCED]);
-		if (best == NULL || e->parked_at < best->parked_at ||
-			(e->parked_at == best->parked_at && e->seq < best->seq))
+		if (best == NULL || aw_entry_older(e, best))
 			best = e;
 	}
 	return best;
@@ -176,8 +175,7 @@ aw_oldest_unwoken_pending(AwTopic **topics, int ntopics)
 
 			if (e->woken)
 				continue;
-			if (best == NULL || e->parked_at < best->parked_at ||
-				(e->parked_at == best->parked_at && e->seq < best->seq))
+			if (best == NULL || aw_entry_older(e, best))
 				best = e;
 			break;
 		}

@@ -458,7 +458,7 @@ aw_worker_rebuild(void)
 						   "  FROM aion_wake.outbox "
 						   " WHERE parked_at IS NOT NULL "
 						   "   AND visible_after OPERATOR(pg_catalog.>) $1 "
-						   " ORDER BY parked_at", 1, types);
+						   " ORDER BY parked_at DESC", 1, types);
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 		portal = SPI_cursor_open(NULL, plan, args, NULL, true);
@@ -487,9 +487,10 @@ aw_worker_rebuild(void)
 		SPI_cursor_close(portal);
 	}
 	aw_end();
+	aw_slot->rebuilt = installed;
 	if (installed)
 		ereport(LOG,
-				(errmsg("aion_wake worker rebuilt the parked set of database \"%s\": %lld rows",
+				(errmsg("aion_wake worker rebuilt the parked set of database \"%s\" from %lld parked rows",
 						aw_slot->dbname, (long long) rows)));
 	return installed;
 }
@@ -639,6 +640,7 @@ aw_worker_main(Datum main_arg)
 	aw_slot->procno = AW_MY_PROCNO;
 	aw_slot->started_at = GetCurrentTimestamp();
 	aw_slot->listening = false;
+	aw_slot->rebuilt = false;
 	LWLockRelease(aw_shared->lock);
 	before_shmem_exit(aw_worker_detach, (Datum) 0);
 	aw_set_listen_state(false, NULL);

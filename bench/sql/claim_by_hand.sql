@@ -1,0 +1,2 @@
+-- outbox (b), baseline: the same claim written by hand (SKIP LOCKED)
+WITH c AS (SELECT dispatch_key FROM aion_wake.outbox WHERE topic = 'bench' AND visible_after <= clock_timestamp() ORDER BY visible_after LIMIT 1 FOR UPDATE SKIP LOCKED) UPDATE aion_wake.outbox o SET visible_after = clock_timestamp() + '1 hour', lease_token = nextval('aion_wake.lease_token_seq'), parked_at = NULL FROM c WHERE o.dispatch_key = c.dispatch_key RETURNING o.*;

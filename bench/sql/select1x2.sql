@@ -1,0 +1,3 @@
+-- baseline for pair.sql: two round trips that do nothing
+SELECT 1;
+SELECT 1;
