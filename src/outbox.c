@@ -161,8 +161,15 @@ aw_stmt(AwStmt stmt)
 
 	if (aw_plans[stmt] == NULL)
 	{
-		SPIPlanPtr	plan = SPI_prepare(stmts[stmt].sql, stmts[stmt].nargs,
-									   (Oid *) stmts[stmt].types);
+		/*
+		 * Every statement here touches a handful of rows through an index
+		 * whatever its parameters, so the generic plan is always right, and
+		 * re-planning per call (which LIMIT $n would otherwise cause) is
+		 * pure cost.
+		 */
+		SPIPlanPtr	plan = SPI_prepare_cursor(stmts[stmt].sql, stmts[stmt].nargs,
+											  (Oid *) stmts[stmt].types,
+											  CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));

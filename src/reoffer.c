@@ -47,7 +47,8 @@ aw_prepare(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 {
 	if (*cache == NULL)
 	{
-		SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+		/* index lookups whatever the arrays hold: keep the generic plan */
+		SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
