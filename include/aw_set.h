@@ -230,6 +230,7 @@ extern int	aw_set_take(const char *only_topic, uint64 add_slots, uint32 round,
 						AwTake *out, int max_out);
 extern void aw_set_settle(const AwTake *takes, const AwTakeOutcome *outcomes,
 						  int n, uint32 round);
+extern bool aw_set_topic_has_work(const char *topic);
 extern void aw_set_recover_in_flight(void);
 extern TimestampTz aw_set_expire(TimestampTz now);
 

@@ -273,7 +273,8 @@ aw_enqueue(PG_FUNCTION_ARGS)
  * tuplestore.  Returns the number claimed.  Caller is connected to SPI.
  */
 static uint64
-aw_claim_once(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows, int64 lease)
+aw_claim_once(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows, int64 lease,
+			  List *moved, int *claimed_moved)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz fence = aw_clock_plus(now, lease);
@@ -303,6 +304,22 @@ aw_claim_once(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows, int64 le
 		/* a claimed row is no longer parked: forget its entry at commit */
 		if (DatumGetBool(SPI_getbinval(tup, desc, AW_OUTBOX_NATTS + 2, &isnull)))
 			aw_xact_record_forget(TextDatumGetCString(values[0]));
+
+		/* a row this claimer re-offered itself needs no other waiter */
+		if (moved != NIL)
+		{
+			char	   *k = TextDatumGetCString(values[0]);
+			ListCell   *lc;
+
+			foreach(lc, moved)
+			{
+				if (strcmp((char *) lfirst(lc), k) == 0)
+				{
+					(*claimed_moved)++;
+					break;
+				}
+			}
+		}
 	}
 	/*
 	 * The lease is a fence: an abandoned claim reappears to waiters when it
@@ -373,11 +390,28 @@ aw_claim_wait(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows,
 		{
 			TimestampTz now;
 			long		timeout;
+			List	   *moved = NIL;
+			int			claimed_moved = 0;
 
 			ResetLatch(MyLatch);
 			aw_waiter_rearm();
-			if (aw_claim_once(rsinfo, topic, max_rows, lease) > 0)
+
+			/*
+			 * A pulse of this topic wakes one waiter as well as the worker:
+			 * spending it here saves the worker's transaction and a wake-up
+			 * on the way from a freed slot to a claimed row.  Rows moved here
+			 * are locked by this transaction, so the claim below takes them
+			 * and the wait ends; the ones it does not take wake others.
+			 */
+			if (served && aw_set_topic_has_work(topic))
+				(void) aw_reoffer_round(topic, 0, aw_notify_ready, &moved);
+			if (aw_claim_once(rsinfo, topic, max_rows, lease, moved, &claimed_moved) > 0 ||
+				moved != NIL)
+			{
+				if (list_length(moved) > claimed_moved)
+					aw_xact_record_ready(topic, list_length(moved) - claimed_moved);
 				break;
+			}
 			now = GetCurrentTimestamp();
 			if (now >= deadline)
 				break;
@@ -423,7 +457,7 @@ aw_claim(PG_FUNCTION_ARGS)
 	if (wait > 0 && aw_max_wait_ms > 0)
 		aw_claim_wait(rsinfo, topic, max_rows, lease, wait);
 	else
-		(void) aw_claim_once(rsinfo, topic, max_rows, lease);
+		(void) aw_claim_once(rsinfo, topic, max_rows, lease, NIL, NULL);
 	SPI_finish();
 	return (Datum) 0;
 }
@@ -631,7 +665,7 @@ aw_reoffer(PG_FUNCTION_ARGS)
 	max_rows = aw_arg_int_range(fcinfo, 1, "max_rows", 1, AW_MAX_ROWS_LIMIT);
 
 	SPI_connect();
-	n = aw_reoffer_round(topic, max_rows, false);
+	n = aw_reoffer_round(topic, max_rows, false, NULL);
 	SPI_finish();
 	PG_RETURN_INT64(n);
 }

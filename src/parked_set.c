@@ -34,6 +34,7 @@
 #include "utils/timestamp.h"
 
 #include "aw_set.h"
+#include "aw_waiters.h"
 #include "aw_worker.h"
 
 AwShared   *aw_shared = NULL;
@@ -721,6 +722,7 @@ aw_set_confirm(AwKind kind, const char *key, uint64 generation, bool *found)
 	AwEntry    *e;
 	bool		woken = false;
 	bool		wake_worker = false;
+	char		topic_name[AW_TOPIC_MAXLEN + 1];
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	e = aw_entry_find(MyDatabaseId, kind, key);
@@ -728,6 +730,8 @@ aw_set_confirm(AwKind kind, const char *key, uint64 generation, bool *found)
 	if (*found)
 	{
 		AwTopic    *t = e->topic;
+
+		strlcpy(topic_name, t->key.name, sizeof(topic_name));
 
 		woken = e->woken;
 		if (kind == AW_KIND_UNFENCED)
@@ -759,7 +763,10 @@ aw_set_confirm(AwKind kind, const char *key, uint64 generation, bool *found)
 	}
 	LWLockRelease(aw_shared->lock);
 	if (wake_worker)
+	{
 		aw_wake_worker(MyDatabaseId);
+		aw_waiters_wake(MyDatabaseId, topic_name, 1);
+	}
 	return woken;
 }
 
@@ -874,6 +881,8 @@ aw_set_add_slots(const char *topic, int64 slots)
 		aw_shared->counters.set_full++;
 	LWLockRelease(aw_shared->lock);
 	aw_wake_worker(MyDatabaseId);
+	/* a claimer blocked on the topic can spend the pulse itself, sooner */
+	aw_waiters_wake(MyDatabaseId, topic, 1);
 }
 
 /*
@@ -1049,6 +1058,22 @@ aw_set_take(const char *only_topic, uint64 add_slots, uint32 round,
 	}
 	LWLockRelease(aw_shared->lock);
 	return n;
+}
+
+/*
+ * Are slots or due entries of a topic of this database waiting to be spent?
+ */
+bool
+aw_set_topic_has_work(const char *topic)
+{
+	AwTopic    *t;
+	bool		work;
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	t = aw_topic_find(MyDatabaseId, topic, false);
+	work = (t != NULL && (t->slots > 0 || !dlist_is_empty(&t->due)));
+	LWLockRelease(aw_shared->lock);
+	return work;
 }
 
 /*

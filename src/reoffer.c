@@ -140,7 +140,8 @@ aw_reoffer_execute(const AwTake *takes, int n, AwTakeOutcome *outcomes)
 }
 
 int64
-aw_reoffer_round(const char *only_topic, int32 slots, bool notify_ready)
+aw_reoffer_round(const char *only_topic, int32 slots, bool notify_ready,
+				 List **moved_keys)
 {
 	uint32		round = aw_set_new_round();
 	AwTake	   *takes = palloc(sizeof(AwTake) * AW_REOFFER_BATCH);
@@ -177,7 +178,10 @@ aw_reoffer_round(const char *only_topic, int32 slots, bool notify_ready)
 			if (outcomes[i] != AW_TAKE_MOVED)
 				continue;
 			aw_xact_record_reoffer(takes[i].key, &takes[i].saved);
-			aw_xact_record_ready(takes[i].saved.topic, 1);
+			if (moved_keys != NULL)
+				*moved_keys = lappend(*moved_keys, pstrdup(takes[i].key));
+			else
+				aw_xact_record_ready(takes[i].saved.topic, 1);
 			if (notify_ready)
 				Async_Notify("aion_wake_ready", takes[i].saved.topic);
 		}

@@ -500,7 +500,7 @@ static void
 aw_worker_spend(void)
 {
 	aw_begin("aion_wake: re-offering parked rows");
-	(void) aw_reoffer_round(NULL, 0, aw_notify_ready);
+	(void) aw_reoffer_round(NULL, 0, aw_notify_ready, NULL);
 	aw_end();
 }
 
