@@ -201,7 +201,8 @@ extern bool aw_set_confirm(AwKind kind, const char *key, uint64 generation,
 						   bool *found);
 extern bool aw_set_abandon(AwKind kind, const char *key, uint64 generation,
 						   const AwSavedEntry *restore, bool *was_pending);
-extern void aw_set_forget(const char *key);
+extern uint64 aw_set_generation_of(const char *key);
+extern void aw_set_forget(const char *key, uint64 generation);
 extern bool aw_set_restore(const char *key, const char *topic, int32 attempt,
 						   TimestampTz parked_at, TimestampTz fence);
 extern void aw_set_add_slots(const char *topic, int64 slots);

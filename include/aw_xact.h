@@ -28,7 +28,7 @@ extern void aw_xact_record_park(const char *key, uint64 generation,
 /* a confirmed entry a re-offer removed: put back if the re-offer rolls back */
 extern void aw_xact_record_reoffer(const char *key, const AwSavedEntry *saved);
 
-/* the row left the parked state: forget its entry at commit */
+/* the row left the parked state: forget the entry the call found, at commit */
 extern void aw_xact_record_forget(const char *key);
 
 /* a capacity pulse, added up per topic, delivered at commit */

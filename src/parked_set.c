@@ -684,8 +684,13 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 	{
 		inherit = aw_entry_holds_slot(e) ||
 			(e->state == AW_PENDING && e->woken);
-		if (saved && (e->state == AW_CONFIRMED || e->state == AW_DUE ||
-					  (e->state == AW_PENDING && aw_entry_is_mine(e, 0))))
+		/*
+		 * Save what a rollback must put back: a confirmed entry (or one the
+		 * worker has in flight, whose re-offer will now find the row
+		 * locked), or the pending entry of an earlier park of this
+		 * transaction.
+		 */
+		if (saved && (e->state != AW_PENDING || aw_entry_is_mine(e, 0)))
 		{
 			saved->valid = true;
 			saved->pending = (e->state == AW_PENDING);
@@ -833,21 +838,40 @@ aw_set_abandon(AwKind kind, const char *key, uint64 generation,
 }
 
 /*
+ * The generation of the FENCED entry of a key of this database, or 0 when
+ * there is none.  Called while the caller holds the row's lock, so the
+ * entry seen is the one that belongs to the row as the caller found it.
+ */
+uint64
+aw_set_generation_of(const char *key)
+{
+	AwEntry    *e;
+	uint64		generation;
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	e = aw_entry_find(MyDatabaseId, AW_KIND_FENCED, key);
+	generation = e ? e->generation : 0;
+	LWLockRelease(aw_shared->lock);
+	return generation;
+}
+
+/*
  * The row behind a FENCED entry was delivered, claimed, failed or moved to
- * the dead letters: forget the entry, and give a slot it held back to its
- * topic.  A pending entry is left to the park that made it (possibly later
- * in this same transaction, whose actions settle in order), and an entry in
- * flight to the worker, whose compare-and-set will find the row changed.
+ * the dead letters: at commit, forget the entry the call found, and give a
+ * slot it held back to its topic.  A newer entry of the same key (a park
+ * that committed after this transaction) is left alone, and so is an entry
+ * in flight: the worker's compare-and-set will find the row changed.
+ * Never raises: COMMIT callbacks call it.
  */
 void
-aw_set_forget(const char *key)
+aw_set_forget(const char *key, uint64 generation)
 {
 	AwEntry    *e;
 	bool		wake_worker = false;
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	e = aw_entry_find(MyDatabaseId, AW_KIND_FENCED, key);
-	if (e != NULL && e->state != AW_IN_FLIGHT && e->state != AW_PENDING)
+	if (e != NULL && e->generation == generation && e->state != AW_IN_FLIGHT)
 	{
 		wake_worker = aw_entry_holds_slot(e);
 		aw_entry_remove(e, true);
@@ -958,9 +982,23 @@ aw_take_topic(AwTopic *t, uint32 round, TimestampTz now, AwTake *out, int max_ou
 	uint64		k = t->slots;
 	dlist_mutable_iter iter;
 
-	/* due entries were woken while pending: their slot is already spent */
+	/*
+	 * Due entries were woken while pending: their slot is already spent.
+	 * One whose fence has passed needs no re-offer; its slot goes back.
+	 */
 	while (n < max_out && !dlist_is_empty(&t->due))
-		aw_take_entry(dlist_head_element(AwEntry, list_node, &t->due), &out[n++]);
+	{
+		AwEntry    *e = dlist_head_element(AwEntry, list_node, &t->due);
+
+		if (e->fence <= now)
+		{
+			aw_entry_remove(e, true);
+			aw_shared->counters.fences_expired++;
+			k = t->slots;
+			continue;
+		}
+		aw_take_entry(e, &out[n++]);
+	}
 
 	/* 1. confirmed entries, oldest park first */
 	dlist_foreach_modify(iter, &t->confirmed[AW_KIND_FENCED])

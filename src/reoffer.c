@@ -88,6 +88,7 @@ aw_reoffer_execute(const AwTake *takes, int n, AwTakeOutcome *outcomes)
 					  "c AS (SELECT o.dispatch_key FROM aion_wake.outbox o, t "
 					  "      WHERE o.dispatch_key OPERATOR(pg_catalog.=) t.k "
 					  "        AND o.visible_after OPERATOR(pg_catalog.=) t.f "
+					  "        AND o.visible_after OPERATOR(pg_catalog.>) $3 "
 					  "        AND o.parked_at IS NOT NULL "
 					  "      FOR UPDATE OF o SKIP LOCKED) "
 					  "UPDATE aion_wake.outbox o SET visible_after = $3, parked_at = NULL "
@@ -119,8 +120,9 @@ aw_reoffer_execute(const AwTake *takes, int n, AwTakeOutcome *outcomes)
 					  "       ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS t(k, f) "
 					  " WHERE o.dispatch_key OPERATOR(pg_catalog.=) t.k "
 					  "   AND o.visible_after OPERATOR(pg_catalog.=) t.f "
+					  "   AND o.visible_after OPERATOR(pg_catalog.>) $3 "
 					  "   AND o.parked_at IS NOT NULL",
-					  2, types);
+					  3, types);
 	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "aion_wake: re-offer check failed");
 	for (r = 0; r < SPI_processed; r++)

@@ -46,7 +46,7 @@ typedef struct AwAction
 {
 	AwActionKind kind;
 	SubTransactionId subid;
-	uint64		generation;		/* PARK */
+	uint64		generation;		/* PARK, FORGET: the entry's */
 	int64		count;			/* PULSE: slots; READY, CLAIMED: rows */
 	TimestampTz fence;			/* FENCE: the earliest */
 	AwSavedEntry saved;			/* PARK, REOFFER */
@@ -102,10 +102,17 @@ aw_xact_record_reoffer(const char *key, const AwSavedEntry *saved)
 	a->saved = *saved;
 }
 
+/*
+ * Called with the row locked: the entry of the key now is the one to
+ * forget at commit, and no other.  Nothing to do when there is none.
+ */
 void
 aw_xact_record_forget(const char *key)
 {
-	aw_xact_new_action(AW_ACT_FORGET, key);
+	uint64		generation = aw_set_generation_of(key);
+
+	if (generation != 0)
+		aw_xact_new_action(AW_ACT_FORGET, key)->generation = generation;
 }
 
 /*
@@ -236,7 +243,7 @@ aw_xact_callback(XactEvent event, void *arg)
 						(void) aw_set_confirm(AW_KIND_FENCED, a->name, a->generation, &found);
 						break;
 					case AW_ACT_FORGET:
-						aw_set_forget(a->name);
+						aw_set_forget(a->name, a->generation);
 						break;
 					case AW_ACT_PULSE:
 						aw_set_add_slots(a->name, a->count);
