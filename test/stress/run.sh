@@ -1,0 +1,451 @@
+#!/usr/bin/env bash
+#
+# test/stress/run.sh [SECONDS] [SEED]: a randomized, seeded stress test of
+# aion_wake, with the guarantees checked from a ledger afterwards.
+#
+# Why: the regression, isolation and TAP suites pin down interleavings one
+# at a time; this one lets many dispatchers, producers, pulses, re-offers,
+# rollbacks, expiring leases and a parked set that fills run into each other
+# for minutes, then accounts for every row.
+#
+# It starts a throwaway cluster (mktemp dir, Unix socket only, port
+# $STRESS_PORT default 5580, aion_wake serving database postgres,
+# max_parked_rows = 1024 so the set fills now and then, pulse_credit_ms =
+# 250), loads setup.sql (a ledger table, stress_log, filled by a trigger on
+# aion_wake.outbox and by the scripts in the same transactions as the calls),
+# and runs pgbench for SECONDS (default 120) with $STRESS_CLIENTS clients
+# (default 6), --random-seed=SEED (default $RANDOM) and these scripts:
+#   dispatch.sql  claim (sometimes blocking) / offer / complete, park, fail,
+#                 dead_letter or abandon, each in its own transaction,
+#                 rolled back at random; pulses and raw NOTIFYs on complete
+#   enqueue.sql   producers, some rows delayed
+#   pulse.sql     pulse(), raw NOTIFY 'topic:k' and 'topic', rolled-back and
+#                 summed pulses, malformed payloads, big (draining) pulses,
+#                 reoffer() committed or rolled back
+#   batch.sql     claim 5-25 rows and park them all in the same transaction
+#   stale.sql     complete/park/fail with a lease token that may be stale
+#   repark.sql    re-park one of the oldest parked rows, rolled back 40% of
+#                 the time
+#   probe.sql     a lone park in a topic of its own, a pulse from another
+#                 session while pending (dblink) or after commit: the row must
+#                 come back; or a wake whose fence passes before commit
+# Then it stops the load and checks, from the ledger and the tables:
+#   G2  no pending entry or waiter is left; every committed park that entered
+#       the set is still there, confirmed, at its fence; one pulse per topic
+#       re-offers all of them (the worker does, after the pulse); every probe
+#       got its row back; no re-offer was spent on a row whose fence had
+#       passed; rows left out of the set are no more than set_full
+#   G1  every key enqueued is in exactly one of outbox, dead_letters,
+#       completed, and left only through complete() or dead_letter()
+#   G4  attempt = the number of committed fail() calls; park, re-offer and
+#       claim never change it
+#   G3  every re-offer acted on the row's latest committed park, at that
+#       park's fence, with nothing committed on the row in between; every
+#       complete/park/fail/dead_letter that acted carried the row's current
+#       lease token; claims took only visible rows, each with a fresh token;
+#       every function returned true exactly when it changed the row
+#   and that the worker never restarted and the server log holds no crash,
+#   PANIC, TRAP, FATAL or ERROR.  The status counters are printed.
+# The last line is "stress: N passed, M failed (seed S)"; exit 1 on failure.
+# The seed fixes every random choice of the scripts, not the timing, so a
+# race found once may need a few runs to show again.
+#
+# Run as root (the server, psql and pgbench then run as postgres) or as
+# postgres.  The temp dir (data, server log, pgbench output) is kept when the
+# run fails, or always with STRESS_KEEP=1.  STRESS_MUTATE='SQL' runs SQL
+# between the load and the checks, to see a check fail.
+
+set -euo pipefail
+
+# The whole script is one compound command, read before it runs, so that
+# editing this file during a run does not change the run.
+{
+
+DURATION=${1:-120}
+SEED=${2:-$RANDOM}
+CLIENTS=${STRESS_CLIENTS:-6}
+PORT=${STRESS_PORT:-5580}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PGBIN=${PG_BINDIR:-$(pg_config --bindir)}
+
+case "$DURATION$SEED$CLIENTS" in
+*[!0-9]*) echo "usage: $0 [SECONDS] [SEED]  (integers; env STRESS_CLIENTS, STRESS_PORT)" >&2; exit 2 ;;
+esac
+
+as_pg() {
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+TMP=$(mktemp -d /tmp/aion_wake_stress.XXXXXX)
+chmod 700 "$TMP"
+[ "$(id -u)" -eq 0 ] && chown postgres "$TMP"
+DATA=$TMP/data
+LOG=$TMP/server.log
+
+cleanup() {
+	local rc=$?
+	if [ -f "$DATA/postmaster.pid" ]; then
+		as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast -w -t 60 stop >/dev/null 2>&1 || true
+	fi
+	if [ -n "${STRESS_KEEP:-}" ] || [ "$rc" -ne 0 ]; then
+		echo "stress: kept $TMP (start it with: pg_ctl -D $TMP/data -l $TMP/server.log start, as postgres)" >&2
+	else
+		rm -rf "$TMP"
+	fi
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say() { printf '%s  %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+# q SQL: run SQL in database postgres, print unaligned tuples
+q() {
+	as_pg "$PGBIN/psql" -h "$TMP" -p "$PORT" -d postgres -X -q -A -t -F ' | ' \
+		-v ON_ERROR_STOP=1 -c "$1"
+}
+
+say "stress: ${DURATION}s, $CLIENTS clients, seed $SEED, cluster in $TMP (port $PORT)"
+as_pg "$PGBIN/initdb" -D "$DATA" -U postgres -A trust --no-sync -E UTF8 --locale=C \
+	>"$TMP/initdb.log" 2>&1 || { cat "$TMP/initdb.log" >&2; exit 1; }
+cat <<CONF | as_pg tee -a "$DATA/postgresql.conf" >/dev/null
+# aion_wake stress cluster
+port = $PORT
+listen_addresses = ''
+unix_socket_directories = '$TMP'
+max_connections = $((CLIENTS + 20))
+shared_preload_libraries = 'aion_wake'
+aion_wake.database = 'postgres'
+aion_wake.max_parked_rows = 1024
+aion_wake.pulse_credit_ms = 250
+fsync = off
+log_line_prefix = '%m [%p] %b '
+log_min_messages = warning
+log_min_error_statement = error
+CONF
+as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start >/dev/null \
+	|| { cat "$LOG" >&2; exit 1; }
+
+as_pg "$PGBIN/psql" -h "$TMP" -p "$PORT" -d postgres -X -q -v ON_ERROR_STOP=1 \
+	-f "$HERE/setup.sql" >/dev/null
+q "INSERT INTO stress_conf VALUES ('host=$TMP port=$PORT dbname=postgres user=postgres')" >/dev/null
+# the worker must be up (and have rebuilt its set) before the load starts
+if [ "$(q "SELECT stress_wait('(SELECT worker_pid IS NOT NULL AND listening FROM aion_wake.status)', '30 s')")" != t ]; then
+	echo "stress: the aion_wake worker did not start" >&2
+	q "SELECT * FROM aion_wake.status" >&2 || true
+	exit 1
+fi
+# The worker looks for the extension when something wakes it; a pulse does,
+# and it then rebuilds its (empty) set.  Wait for that, so that no rebuild
+# runs in the middle of the load and papers over a lost entry.
+q "SELECT aion_wake.pulse('t0', 1)" >/dev/null
+for _ in $(seq 300); do
+	grep -q 'rebuilt the parked set' "$LOG" && break
+	sleep 0.1
+done
+if ! grep -q 'rebuilt the parked set' "$LOG"; then
+	echo "stress: the aion_wake worker did not rebuild its set" >&2
+	exit 1
+fi
+WORKER0=$(q "SELECT worker_pid || ' ' || started_at FROM aion_wake.status")
+
+# ---------------------------------------------------------------------------
+# The load
+# ---------------------------------------------------------------------------
+say "load: pgbench -c $CLIENTS -T $DURATION --random-seed=$SEED"
+set +e
+as_pg "$PGBIN/pgbench" -h "$TMP" -p "$PORT" -n -c "$CLIENTS" -j "$CLIENTS" \
+	-T "$DURATION" --random-seed="$SEED" --max-tries=10 --failures-detailed \
+	-P 30 -D skid=0 -D stok=0 \
+	-f "$HERE/dispatch.sql@50" -f "$HERE/enqueue.sql@22" -f "$HERE/pulse.sql@14" \
+	-f "$HERE/batch.sql@6" -f "$HERE/stale.sql@8" -f "$HERE/probe.sql@4" \
+	-f "$HERE/repark.sql@8" \
+	postgres >"$TMP/pgbench.out" 2>&1
+PGBENCH_RC=$?
+set -e
+
+# To check the checker: STRESS_MUTATE='SQL' runs SQL here, between the load
+# and the checks (break a guarantee by hand and watch its check fail).
+if [ -n "${STRESS_MUTATE:-}" ]; then
+	say "mutating: $STRESS_MUTATE"
+	q "$STRESS_MUTATE" >/dev/null
+fi
+
+# ---------------------------------------------------------------------------
+# The checks
+# ---------------------------------------------------------------------------
+PASSED=0
+FAILED=0
+ok() { PASSED=$((PASSED + 1)); printf 'ok    %s\n' "$1"; }
+fail() {
+	FAILED=$((FAILED + 1))
+	printf 'FAIL  %s\n' "$1"
+	if [ -n "${2:-}" ]; then printf '%s\n' "$2" | head -n 15 | sed 's/^/      /'; fi
+}
+# history KEY...: the ledger of a few keys, to show why a check failed
+history() {
+	local k
+	for k in "$@"; do
+		echo "      ledger of key $k:"
+		q "SELECT id, xid, op, lease_token, fence, new_fence, attempt, backend_type, at
+		     FROM stress_log WHERE dispatch_key = '$k' ORDER BY id" | sed 's/^/        /'
+	done
+}
+# check NAME SQL: the SQL lists violations, one per row; none is a pass
+check() {
+	local out
+	if ! out=$(q "$2" 2>&1); then
+		fail "$1" "checker query failed: $out"
+	elif [ -n "$out" ]; then
+		fail "$1" "$out"
+	else
+		ok "$1"
+	fi
+}
+
+echo "---- pgbench"
+grep -E '^(number of (transactions|failed|transactions retried|total retries)|tps|latency average|SQL script|  - [0-9]+ transactions|  - number of failed)' \
+	"$TMP/pgbench.out" | sed 's/^/      /' || true
+failed_tx=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$TMP/pgbench.out")
+processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$TMP/pgbench.out")
+if [ "$PGBENCH_RC" -eq 0 ] && [ "${failed_tx:-x}" = 0 ] && [ "${processed:-0}" -gt 0 ] \
+	&& ! grep -q 'aborted' "$TMP/pgbench.out"; then
+	ok "load: pgbench ran $processed transactions, none failed, no client aborted"
+else
+	fail "load: pgbench exit $PGBENCH_RC, failed transactions ${failed_tx:-?}" \
+		"$(grep -E 'error|abort|FATAL|ERROR' "$TMP/pgbench.out" | head -n 15)"
+fi
+rows=$(q "SELECT (SELECT count(*) FROM stress_log WHERE op LIKE 'row\_%')
+	|| ' row changes; ' || (SELECT count(*) FROM stress_log WHERE op = 'row_reoffer') || ' re-offers ('
+	|| (SELECT count(*) FILTER (WHERE backend_type = 'aion_wake worker') FROM stress_log WHERE op = 'row_reoffer')
+	|| ' by the worker); ' || (SELECT count(*) FROM stress_log WHERE op = 'park') || ' parks; '
+	|| (SELECT count(*) FROM stress_log WHERE op = 'complete') || ' completed; '
+	|| (SELECT count(*) FROM aion_wake.outbox) || ' rows left, '
+	|| (SELECT count(*) FROM aion_wake.outbox WHERE parked_at IS NOT NULL AND visible_after > clock_timestamp())
+	|| ' of them parked'")
+echo "      ledger: $rows"
+
+# how full the set was: parks per 20 s of load, and how many of them found it full
+q "SELECT string_agg(b || 's ' || parks || '/' || missed, '  ' ORDER BY b)
+     FROM (SELECT (extract(epoch FROM l.at - s.t0)::int / 20) * 20 AS b, count(*) AS parks,
+                  count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM stress_log i WHERE i.op = 'in_set'
+                                     AND i.xid = l.xid AND i.dispatch_key = l.dispatch_key)) AS missed
+             FROM stress_log l, (SELECT min(at) AS t0 FROM stress_log) s
+            WHERE l.op = 'park' GROUP BY 1) x" | sed 's/^/      parks\/set full, per 20 s: /'
+echo "---- G2: no lost wake"
+check "G2: no pending entry and no waiter left once the load stopped" \
+	"SELECT 'parked_pending=' || parked_pending || ' waiters=' || waiters
+	   FROM aion_wake.status
+	  WHERE NOT stress_wait('(SELECT parked_pending = 0 AND waiters = 0 FROM aion_wake.status)', '10 s')"
+
+# Rows parked now (fence ahead) whose last committed change is a park that
+# entered the set (in_set logged in that transaction) must be in the set,
+# confirmed, at that fence.  Re-offers still in flight settle within moments,
+# so the condition is polled for a few seconds before it counts as a failure.
+G2A_VIOLATIONS="
+WITH o AS (SELECT dispatch_key, topic, visible_after, parked_at FROM aion_wake.outbox
+            WHERE parked_at IS NOT NULL AND visible_after > clock_timestamp() + interval '1 s'),
+     last AS (SELECT DISTINCT ON (l.dispatch_key) l.dispatch_key, l.op, l.fence, l.xid
+                FROM stress_log l JOIN o USING (dispatch_key)
+               WHERE l.op LIKE 'row\_%'
+               ORDER BY l.dispatch_key, l.id DESC)
+SELECT o.dispatch_key, o.topic, o.visible_after AS fence, last.op AS last_change,
+       CASE WHEN last.op IS DISTINCT FROM 'row_park' OR last.fence <> o.visible_after
+            THEN 'ledger does not match the row' ELSE 'confirmed park missing from the set' END AS problem,
+       (SELECT string_agg(p.state || ' ' || p.fence, ', ') FROM aion_wake.parked p
+         WHERE p.dispatch_key = o.dispatch_key) AS set_entries
+  FROM o LEFT JOIN last USING (dispatch_key)
+ WHERE last.op IS DISTINCT FROM 'row_park' OR last.fence <> o.visible_after
+    OR (EXISTS (SELECT 1 FROM stress_log i
+                 WHERE i.op = 'in_set' AND i.xid = last.xid
+                   AND i.dispatch_key = o.dispatch_key AND i.fence = o.visible_after)
+        AND NOT EXISTS (SELECT 1 FROM aion_wake.parked p
+                         WHERE p.dispatch_key = o.dispatch_key AND p.fence = o.visible_after
+                           AND p.state <> 'pending'))"
+q "SELECT stress_wait(\$c\$NOT EXISTS ($G2A_VIOLATIONS)\$c\$, '5 s')" >/dev/null
+check "G2: every committed park that entered the set is in it, confirmed, at its fence" \
+	"$G2A_VIOLATIONS ORDER BY 1 LIMIT 15"
+G2A_KEYS=$(q "SELECT dispatch_key FROM ($G2A_VIOLATIONS) v ORDER BY 1 LIMIT 2")
+
+# Targets: those parks, with a fence far enough ahead that only a re-offer
+# can release them within the wait.
+q "CREATE TABLE stress_g2_target AS
+   SELECT o.dispatch_key, o.topic, o.visible_after AS fence FROM aion_wake.outbox o
+    WHERE o.parked_at IS NOT NULL AND o.visible_after > clock_timestamp() + interval '30 s'
+      AND EXISTS (SELECT 1 FROM aion_wake.parked p
+                   WHERE p.dispatch_key = o.dispatch_key AND p.fence = o.visible_after
+                     AND p.state <> 'pending')" >/dev/null
+ntarget=$(q "SELECT count(*) FROM stress_g2_target")
+nparked=$(q "SELECT count(*) FROM aion_wake.outbox WHERE parked_at IS NOT NULL AND visible_after > clock_timestamp() + interval '30 s'")
+G2_PULSE_AT=$(q "SELECT max(id) FROM stress_log")
+q "BEGIN;
+   SELECT aion_wake.pulse(t, 1 + (SELECT count(*)::int FROM aion_wake.outbox o
+                                  WHERE o.topic = t AND o.parked_at IS NOT NULL))
+     FROM unnest(ARRAY['t0', 't1', 't2']) t;
+   COMMIT;" >/dev/null
+G2_T0=$(date +%s%N)
+check "G2: one pulse per topic (slots = its parked rows + 1) re-offers all $ntarget parks in the set" \
+	"SELECT t.dispatch_key, t.topic, t.fence, o.visible_after AS fence_now, o.parked_at
+	   FROM stress_g2_target t JOIN aion_wake.outbox o USING (dispatch_key)
+	  WHERE NOT stress_wait('NOT EXISTS (SELECT 1 FROM stress_g2_target t JOIN aion_wake.outbox o USING (dispatch_key)
+	                                      WHERE o.visible_after = t.fence AND o.parked_at IS NOT NULL)', '40 s')
+	    AND o.visible_after = t.fence AND o.parked_at IS NOT NULL
+	  ORDER BY 1 LIMIT 15"
+echo "      (the last of them after $(( ($(date +%s%N) - G2_T0) / 1000000 )) ms; 40 s allowed, for a stalled machine)"
+check "G2: those re-offers were made by the worker, after the pulse" \
+	"SELECT t.dispatch_key, l.op, l.backend_type, l.id
+	   FROM stress_g2_target t
+	   LEFT JOIN LATERAL (SELECT * FROM stress_log l WHERE l.dispatch_key = t.dispatch_key
+	                       AND l.op LIKE 'row\_%' ORDER BY l.id DESC LIMIT 1) l ON true
+	  WHERE l.op IS DISTINCT FROM 'row_reoffer' OR l.fence <> t.fence
+	     OR l.backend_type IS DISTINCT FROM 'aion_wake worker' OR l.id <= $G2_PULSE_AT
+	  ORDER BY 1 LIMIT 15"
+check "G2: each probe (a lone park in its own topic, then one slot pulsed) got its row back ($(q "SELECT count(*) FILTER (WHERE op = 'probe_ok') || ' ok, ' || count(*) FILTER (WHERE op = 'probe_slow') || ' slow, ' || count(*) FILTER (WHERE op = 'probe_skipped') || ' mode 4 or set full' FROM stress_log"))" \
+	"SELECT dispatch_key, 'probe mode ' || attempt || ' missed' FROM stress_log
+	  WHERE op = 'probe_miss' ORDER BY id LIMIT 15"
+check "G2: no re-offer was spent on a row whose fence had already passed (it moves nothing; its slot goes back)" \
+	"SELECT r.id, r.dispatch_key, r.fence AS old_fence, r.new_fence, r.new_fence - r.fence AS pushed_later_by,
+	        r.backend_type
+	   FROM stress_log r
+	  WHERE r.op = 'row_reoffer' AND r.new_fence >= r.fence
+	  ORDER BY 1 LIMIT 15"
+check "G2: parked rows left out of the set ($((nparked - ntarget))) are no more than the set_full count" \
+	"SELECT 'left out: ' || count(*) || ', set_full: ' || (SELECT set_full FROM aion_wake.status)
+	   FROM aion_wake.outbox o
+	  WHERE o.parked_at IS NOT NULL AND o.visible_after > clock_timestamp() + interval '30 s'
+	 HAVING count(*) > (SELECT set_full FROM aion_wake.status)"
+
+echo "---- G1: nothing lost"
+check "G1: every key enqueued is in exactly one of outbox, dead_letters, completed" \
+	"WITH k AS (SELECT dispatch_key,
+	                   count(*) FILTER (WHERE op = 'row_insert') AS inserted,
+	                   count(*) FILTER (WHERE op = 'enqueue') AS enqueued,
+	                   count(*) FILTER (WHERE op = 'dup_enqueue') AS dup_enqueued,
+	                   count(*) FILTER (WHERE op = 'row_delete') AS deleted,
+	                   count(*) FILTER (WHERE op = 'complete') AS completed,
+	                   count(*) FILTER (WHERE op = 'dead_letter') AS dead_lettered
+	              FROM stress_log GROUP BY dispatch_key)
+	 SELECT k.dispatch_key, k.inserted, k.enqueued, k.dup_enqueued, k.deleted, k.completed,
+	        k.dead_lettered, o.dispatch_key IS NOT NULL AS in_outbox,
+	        d.dispatch_key IS NOT NULL AS in_dead_letters
+	   FROM k LEFT JOIN aion_wake.outbox o USING (dispatch_key)
+	          LEFT JOIN aion_wake.dead_letters d USING (dispatch_key)
+	  WHERE k.inserted <> 1 OR k.enqueued <> 1 OR k.dup_enqueued <> 0
+	     OR (o.dispatch_key IS NOT NULL)::int + (d.dispatch_key IS NOT NULL)::int + k.completed <> 1
+	     OR k.dead_lettered <> (d.dispatch_key IS NOT NULL)::int
+	     OR k.deleted <> k.completed + k.dead_lettered
+	  ORDER BY 1 LIMIT 15"
+check "G1: no row in outbox or dead_letters that was never enqueued" \
+	"SELECT 'outbox', dispatch_key FROM aion_wake.outbox o
+	  WHERE NOT EXISTS (SELECT 1 FROM stress_log l WHERE l.dispatch_key = o.dispatch_key AND l.op = 'enqueue')
+	 UNION ALL
+	 SELECT 'dead_letters', dispatch_key FROM aion_wake.dead_letters d
+	  WHERE NOT EXISTS (SELECT 1 FROM stress_log l WHERE l.dispatch_key = d.dispatch_key AND l.op = 'enqueue')
+	 LIMIT 15"
+
+echo "---- G4: waiting for capacity costs no attempt"
+check "G4: attempt = committed fail() calls, for rows in outbox and dead_letters" \
+	"WITH f AS (SELECT dispatch_key, count(*) FILTER (WHERE op = 'fail') AS fails,
+	                   count(*) FILTER (WHERE op = 'row_fail') AS row_fails
+	              FROM stress_log GROUP BY dispatch_key),
+	      r AS (SELECT 'outbox' AS t, dispatch_key, attempt FROM aion_wake.outbox
+	            UNION ALL SELECT 'dead_letters', dispatch_key, attempt FROM aion_wake.dead_letters)
+	 SELECT r.t, r.dispatch_key, r.attempt, f.fails, f.row_fails
+	   FROM r LEFT JOIN f USING (dispatch_key)
+	  WHERE r.attempt <> coalesce(f.fails, 0) OR r.attempt <> coalesce(f.row_fails, 0)
+	  ORDER BY 2 LIMIT 15"
+check "G4: every park and re-offer left attempt unchanged" \
+	"SELECT l.id, l.dispatch_key, l.op, l.attempt, p.op AS before, p.attempt AS attempt_before
+	   FROM stress_log l
+	   JOIN LATERAL (SELECT * FROM stress_log p WHERE p.dispatch_key = l.dispatch_key AND p.id < l.id
+	                  AND p.op LIKE 'row\_%' ORDER BY p.id DESC LIMIT 1) p ON true
+	  WHERE l.op IN ('row_park', 'row_reoffer', 'row_claim') AND l.attempt <> p.attempt
+	  ORDER BY 1 LIMIT 15"
+
+echo "---- G3: one writer per row"
+check "G3: every re-offer acted on the latest committed park of its row, at that park's fence" \
+	"SELECT r.id, r.dispatch_key, r.fence AS old_fence, r.new_fence, r.at, r.backend_type,
+	        p.op AS change_before, p.fence AS fence_before
+	   FROM stress_log r
+	   LEFT JOIN LATERAL (SELECT * FROM stress_log p WHERE p.dispatch_key = r.dispatch_key AND p.id < r.id
+	                       AND p.op LIKE 'row\_%' ORDER BY p.id DESC LIMIT 1) p ON true
+	  WHERE r.op = 'row_reoffer'
+	    AND (p.op IS DISTINCT FROM 'row_park' OR p.fence <> r.fence
+	         OR r.new_fence > r.at
+	         OR r.backend_type NOT IN ('aion_wake worker', 'client backend'))
+	  ORDER BY 1 LIMIT 15"
+check "G3: complete/park/fail/dead_letter acted only with the row's current lease token" \
+	"SELECT a.id, a.dispatch_key, a.op, a.lease_token, c.lease_token AS current_token
+	   FROM stress_log a
+	   LEFT JOIN LATERAL (SELECT lease_token FROM stress_log c WHERE c.dispatch_key = a.dispatch_key
+	                       AND c.id < a.id AND c.op = 'row_claim' ORDER BY c.id DESC LIMIT 1) c ON true
+	  WHERE a.op IN ('complete', 'park', 'fail', 'dead_letter')
+	    AND a.lease_token IS DISTINCT FROM c.lease_token
+	  ORDER BY 1 LIMIT 15"
+check "G3: claims took only visible rows, each with a fresh lease token; no unexplained row change" \
+	"SELECT op, count(*)::text FROM stress_log
+	  WHERE op IN ('row_bad_claim', 'row_bad_fail', 'row_other') GROUP BY op
+	 UNION ALL
+	 SELECT 'lease token ' || lease_token || ' issued twice', count(*)::text FROM stress_log
+	  WHERE op = 'row_claim' GROUP BY lease_token HAVING count(*) > 1
+	 LIMIT 15"
+check "G3: each function returned true exactly when it changed the row (same transaction)" \
+	"WITH x AS (SELECT xid, dispatch_key,
+	                   count(*) FILTER (WHERE op = 'enqueue') AS enqueue,
+	                   count(*) FILTER (WHERE op = 'row_insert') AS row_insert,
+	                   count(*) FILTER (WHERE op = 'park') AS park,
+	                   count(*) FILTER (WHERE op = 'row_park') AS row_park,
+	                   count(*) FILTER (WHERE op = 'fail') AS fail,
+	                   count(*) FILTER (WHERE op = 'row_fail') AS row_fail,
+	                   count(*) FILTER (WHERE op IN ('complete', 'dead_letter')) AS removed,
+	                   count(*) FILTER (WHERE op = 'row_delete') AS row_delete
+	              FROM stress_log GROUP BY xid, dispatch_key)
+	 SELECT * FROM x
+	  WHERE enqueue <> row_insert OR park <> row_park OR fail <> row_fail OR removed <> row_delete
+	  ORDER BY 1 LIMIT 15"
+
+echo "---- counters (information)"
+q "SELECT 'set_full=' || set_full || ' rows_reoffered=' || rows_reoffered
+          || ' (ledger: ' || (SELECT count(*) FROM stress_log WHERE op = 'row_reoffer') || ')'
+          || ' wakes_deferred=' || wakes_deferred || ' credits_used=' || credits_used
+          || ' pulses_received=' || pulses_received || ' slots_received=' || slots_received
+          || ' slots_returned=' || slots_returned || ' fences_expired=' || fences_expired
+          || ' bad_pulses=' || bad_pulses || ' parked_confirmed=' || parked_confirmed
+     FROM aion_wake.status" | sed 's/^/      /'
+
+echo "---- the server"
+WORKER1=$(q "SELECT coalesce(worker_pid || ' ' || started_at, 'none') FROM aion_wake.status")
+if [ "$WORKER0" = "$WORKER1" ]; then
+	ok "the worker never restarted (pid ${WORKER0%% *})"
+else
+	fail "the worker restarted: before '$WORKER0', after '$WORKER1'"
+fi
+# Nothing in the workload raises an error; the only WARNINGs expected are a
+# full set and a malformed pulse.
+bad_log=$(grep -E 'PANIC|TRAP:|terminated by signal|was terminated|exited with exit code|server process|ERROR:|FATAL:|WARNING:' "$LOG" \
+	| grep -vE 'WARNING: +aion_wake parked set is full' || true)
+if [ -z "$bad_log" ]; then
+	ok "server log: no crash, PANIC, TRAP, FATAL or ERROR"
+else
+	fail "server log: $(printf '%s\n' "$bad_log" | wc -l) unexpected lines" "$bad_log"
+fi
+
+if [ -n "${G2A_KEYS:-}" ]; then
+	echo "---- why: parks missing from the set"
+	# shellcheck disable=SC2086
+	history $G2A_KEYS
+fi
+
+if [ "$FAILED" -gt 0 ]; then
+	echo "---- server log (last 30 lines, set-full warnings left out)"
+	grep -vE 'parked set is full|waits until its fence|Increase "aion_wake.max_parked_rows"' "$LOG" | tail -n 30
+	echo "reproduce: STRESS_CLIENTS=$CLIENTS $0 $DURATION $SEED   (same random choices; timing differs)"
+fi
+echo "stress: $PASSED passed, $FAILED failed (seed $SEED)"
+[ "$FAILED" -eq 0 ] || exit 1
+exit 0
+}
