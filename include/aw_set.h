@@ -44,7 +44,8 @@ typedef enum AwKind
 /*
  * Life of an entry.  PENDING: its fence is not yet committed; a wake is only
  * recorded on it.  CONFIRMED: waiting in its topic's FIFO for a pulse.  DUE:
- * confirmed after a wake; the worker re-offers it without spending a slot.
+ * holding a slot, either woken while pending or found locked by a re-offer
+ * (then retried at retry_at); re-offered without spending another slot.
  * IN_FLIGHT: taken by the worker, whose re-offer has not yet committed.
  */
 typedef enum AwState
@@ -99,7 +100,8 @@ typedef struct AwEntry
 	TimestampTz confirmed_at;
 	uint64		generation;		/* unique per park, never reused */
 	uint64		seq;			/* tie-break for "oldest first" */
-	uint32		skip_round;		/* worker round that found it locked */
+	TimestampTz retry_at;		/* DUE after a re-offer found the row locked */
+	int32		retries;
 	int32		heap_index;		/* position in the fence heap, or -1 */
 	dlist_node	list_node;		/* pending, confirmed or due list */
 	dlist_node	age_node;		/* AwShared.unfenced_age (UNFENCED confirmed) */
@@ -144,7 +146,6 @@ typedef struct AwShared
 {
 	LWLock	   *lock;			/* guards everything below but the slots */
 	uint64		next_generation;
-	uint32		next_round;
 	uint64		next_seq;
 	AwCounters	counters;
 	dlist_head	work;			/* topics with slots or due entries */
@@ -222,15 +223,14 @@ typedef struct AwTake
 typedef enum AwTakeOutcome
 {
 	AW_TAKE_MOVED,				/* the row's fence was pulled forward */
-	AW_TAKE_LOCKED,				/* the row was locked: keep the entry */
+	AW_TAKE_LOCKED,				/* the row was locked: keep the entry and its slot */
 	AW_TAKE_STALE				/* the row changed since its park */
 } AwTakeOutcome;
 
-extern uint32 aw_set_new_round(void);
-extern int	aw_set_take(const char *only_topic, uint64 add_slots, uint32 round,
+extern int	aw_set_take(const char *only_topic, uint64 add_slots,
 						AwTake *out, int max_out);
-extern void aw_set_settle(const AwTake *takes, const AwTakeOutcome *outcomes,
-						  int n, uint32 round);
+extern void aw_set_settle(const AwTake *takes, const AwTakeOutcome *outcomes, int n);
+extern TimestampTz aw_set_next_retry(void);
 extern bool aw_set_topic_has_work(const char *topic);
 extern void aw_set_recover_in_flight(void);
 extern TimestampTz aw_set_expire(TimestampTz now);

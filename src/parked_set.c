@@ -37,6 +37,9 @@
 #include "aw_waiters.h"
 #include "aw_worker.h"
 
+/* first delay before a re-offer that found its row locked is retried */
+#define AW_RETRY_MIN_MS 5
+
 AwShared   *aw_shared = NULL;
 HTAB	   *aw_entries = NULL;
 HTAB	   *aw_topics = NULL;
@@ -570,7 +573,8 @@ aw_entry_fill(AwEntry *e, AwTopic *t, int32 attempt, TimestampTz parked_at,
 	e->confirmed_at = 0;
 	e->generation = aw_shared->next_generation++;
 	e->seq = aw_shared->next_seq++;
-	e->skip_round = 0;
+	e->retry_at = 0;
+	e->retries = 0;
 	e->heap_index = -1;
 }
 
@@ -685,15 +689,19 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 		inherit = aw_entry_holds_slot(e) ||
 			(e->state == AW_PENDING && e->woken);
 		/*
-		 * Save what a rollback must put back: a confirmed entry (or one the
-		 * worker has in flight, whose re-offer will now find the row
-		 * locked), or the pending entry of an earlier park of this
-		 * transaction.
+		 * Save what a rollback must put back: the pending entry of an
+		 * earlier park of this transaction as it was, or anything else as
+		 * confirmed: a confirmed or due entry, one the worker has in flight
+		 * (its re-offer will find the row locked), or the pending entry of
+		 * another transaction, which has ended since we hold the row's lock
+		 * and whose COMMIT callback may not have run yet.  If that one
+		 * rolled back instead, the restored entry is merely stale: its
+		 * compare-and-set fails and its slot goes on.
 		 */
-		if (saved && (e->state != AW_PENDING || aw_entry_is_mine(e, 0)))
+		if (saved)
 		{
 			saved->valid = true;
-			saved->pending = (e->state == AW_PENDING);
+			saved->pending = (e->state == AW_PENDING && aw_entry_is_mine(e, 0));
 			saved->woken = e->woken;
 			saved->generation = e->generation;
 			strlcpy(saved->topic, e->topic->key.name, sizeof(saved->topic));
@@ -938,20 +946,6 @@ aw_set_abandon_owned_by_me(void)
  * ---------------------------------------------------------------------
  */
 
-/* A fresh round number; a round skips entries it found locked. */
-uint32
-aw_set_new_round(void)
-{
-	uint32		round;
-
-	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	round = ++aw_shared->next_round;
-	if (round == 0)
-		round = ++aw_shared->next_round;
-	LWLockRelease(aw_shared->lock);
-	return round;
-}
-
 static void
 aw_take_entry(AwEntry *e, AwTake *out)
 {
@@ -976,29 +970,32 @@ aw_take_entry(AwEntry *e, AwTake *out)
  * the topic, when out[] is full.  Caller holds the set lock exclusively.
  */
 static int
-aw_take_topic(AwTopic *t, uint32 round, TimestampTz now, AwTake *out, int max_out)
+aw_take_topic(AwTopic *t, TimestampTz now, AwTake *out, int max_out)
 {
 	int			n = 0;
-	uint64		k = t->slots;
+	uint64		k;
 	dlist_mutable_iter iter;
 
 	/*
-	 * Due entries were woken while pending: their slot is already spent.
-	 * One whose fence has passed needs no re-offer; its slot goes back.
+	 * Due entries already hold a slot.  One whose fence has passed needs no
+	 * re-offer: its slot goes back.  One whose row was locked at the last
+	 * try waits for its retry time.
 	 */
-	while (n < max_out && !dlist_is_empty(&t->due))
+	dlist_foreach_modify(iter, &t->due)
 	{
-		AwEntry    *e = dlist_head_element(AwEntry, list_node, &t->due);
+		AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
 
+		if (n >= max_out)
+			break;
 		if (e->fence <= now)
 		{
 			aw_entry_remove(e, true);
 			aw_shared->counters.fences_expired++;
-			k = t->slots;
-			continue;
 		}
-		aw_take_entry(e, &out[n++]);
+		else if (e->retry_at <= now)
+			aw_take_entry(e, &out[n++]);
 	}
+	k = t->slots;
 
 	/* 1. confirmed entries, oldest park first */
 	dlist_foreach_modify(iter, &t->confirmed[AW_KIND_FENCED])
@@ -1007,8 +1004,6 @@ aw_take_topic(AwTopic *t, uint32 round, TimestampTz now, AwTake *out, int max_ou
 
 		if (k == 0 || n >= max_out)
 			break;
-		if (e->skip_round == round)
-			continue;
 		if (e->fence <= now)
 		{
 			/* already claimable: no slot is needed to re-offer it */
@@ -1019,7 +1014,7 @@ aw_take_topic(AwTopic *t, uint32 round, TimestampTz now, AwTake *out, int max_ou
 		aw_take_entry(e, &out[n++]);
 		k--;
 	}
-	if (n >= max_out && (k > 0 || !dlist_is_empty(&t->due)))
+	if (n >= max_out && k > 0)
 	{
 		t->slots = k;
 		return n;
@@ -1048,7 +1043,8 @@ aw_take_topic(AwTopic *t, uint32 round, TimestampTz now, AwTake *out, int max_ou
 		t->credit_until = now + (int64) aw_pulse_credit_ms * 1000;
 	}
 	t->slots = 0;
-	if (t->in_work)
+	/* due entries waiting to be retried keep the topic on the work list */
+	if (t->in_work && dlist_is_empty(&t->due))
 	{
 		dlist_delete(&t->work_node);
 		t->in_work = false;
@@ -1062,8 +1058,7 @@ aw_take_topic(AwTopic *t, uint32 round, TimestampTz now, AwTake *out, int max_ou
  * IN_FLIGHT until aw_set_settle.  Returns how many were taken.
  */
 int
-aw_set_take(const char *only_topic, uint64 add_slots, uint32 round,
-			AwTake *out, int max_out)
+aw_set_take(const char *only_topic, uint64 add_slots, AwTake *out, int max_out)
 {
 	int			n = 0;
 	TimestampTz now = GetCurrentTimestamp();
@@ -1076,7 +1071,7 @@ aw_set_take(const char *only_topic, uint64 add_slots, uint32 round,
 		if (t != NULL)
 		{
 			aw_topic_add_slots(t, add_slots);
-			n = aw_take_topic(t, round, now, out, max_out);
+			n = aw_take_topic(t, now, out, max_out);
 		}
 	}
 	else
@@ -1089,7 +1084,7 @@ aw_set_take(const char *only_topic, uint64 add_slots, uint32 round,
 
 			if (t->key.dbid != MyDatabaseId)
 				continue;
-			n += aw_take_topic(t, round, now, out + n, max_out - n);
+			n += aw_take_topic(t, now, out + n, max_out - n);
 			if (n >= max_out)
 				break;
 		}
@@ -1116,17 +1111,20 @@ aw_set_topic_has_work(const char *topic)
 
 /*
  * Settle the entries a re-offer took.  A row moved: its entry leaves the
- * set.  A row not moved gives its slot back to its topic, to be spent again
- * (G2); its entry is kept when the row was only locked (this round will not
- * take it again) and dropped when the row changed since its park.  An entry
- * that a newer park replaced meanwhile is left alone.
+ * set.  A row locked by a transaction still in progress: the entry keeps
+ * its slot and is retried after a short, growing delay, so that if the
+ * transaction rolls back the row is still re-offered, and if it changes the
+ * row, its forget at commit gives the slot back.  A row that changed since
+ * its park: the entry is dropped and its slot goes back to its topic, to be
+ * spent again (G2).  An entry that a newer park replaced meanwhile is left
+ * alone, and the slot goes back.
  */
 void
-aw_set_settle(const AwTake *takes, const AwTakeOutcome *outcomes, int n,
-			  uint32 round)
+aw_set_settle(const AwTake *takes, const AwTakeOutcome *outcomes, int n)
 {
 	int			i;
-	bool		returned = false;
+	bool		returned = false;	/* wake the worker */
+	TimestampTz now = GetCurrentTimestamp();
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < n; i++)
@@ -1145,7 +1143,16 @@ aw_set_settle(const AwTake *takes, const AwTakeOutcome *outcomes, int n,
 			}
 			continue;
 		}
-
+		if (mine && outcomes[i] == AW_TAKE_LOCKED)
+		{
+			e->retry_at = now + ((int64) AW_RETRY_MIN_MS << Min(e->retries, 8)) * 1000;
+			e->retries++;
+			aw_entry_set_state(e, AW_DUE);
+			returned = true;	/* the worker must learn of the retry time */
+			continue;
+		}
+		if (mine)
+			aw_entry_remove(e, false);
 		{
 			AwTopic    *t = aw_topic_find(MyDatabaseId, takes[i].saved.topic, true);
 
@@ -1156,19 +1163,40 @@ aw_set_settle(const AwTake *takes, const AwTakeOutcome *outcomes, int n,
 				returned = true;
 			}
 		}
-		if (!mine)
-			continue;
-		if (outcomes[i] == AW_TAKE_LOCKED)
-		{
-			e->skip_round = round;
-			aw_entry_set_state(e, AW_CONFIRMED);
-		}
-		else
-			aw_entry_remove(e, false);
 	}
 	LWLockRelease(aw_shared->lock);
 	if (returned)
 		aw_wake_worker(MyDatabaseId);
+}
+
+/*
+ * The worker: the earliest retry time of a due entry of its database, or 0.
+ * Only topics on the work list can hold due entries.
+ */
+TimestampTz
+aw_set_next_retry(void)
+{
+	dlist_iter	ti;
+	TimestampTz next = 0;
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	dlist_foreach(ti, &aw_shared->work)
+	{
+		AwTopic    *t = dlist_container(AwTopic, work_node, ti.cur);
+		dlist_iter	ei;
+
+		if (t->key.dbid != MyDatabaseId)
+			continue;
+		dlist_foreach(ei, &t->due)
+		{
+			AwEntry    *e = dlist_container(AwEntry, list_node, ei.cur);
+
+			if (e->retry_at != 0 && (next == 0 || e->retry_at < next))
+				next = e->retry_at;
+		}
+	}
+	LWLockRelease(aw_shared->lock);
+	return next;
 }
 
 /*

@@ -145,7 +145,6 @@ int64
 aw_reoffer_round(const char *only_topic, int32 slots, bool notify_ready,
 				 List **moved_keys)
 {
-	uint32		round = aw_set_new_round();
 	AwTake	   *takes = palloc(sizeof(AwTake) * AW_REOFFER_BATCH);
 	AwTakeOutcome *outcomes = palloc(sizeof(AwTakeOutcome) * AW_REOFFER_BATCH);
 	uint64		add = slots > 0 ? slots : 0;
@@ -153,7 +152,7 @@ aw_reoffer_round(const char *only_topic, int32 slots, bool notify_ready,
 
 	for (;;)
 	{
-		int			n = aw_set_take(only_topic, add, round, takes, AW_REOFFER_BATCH);
+		int			n = aw_set_take(only_topic, add, takes, AW_REOFFER_BATCH);
 		int			i;
 
 		add = 0;
@@ -166,15 +165,15 @@ aw_reoffer_round(const char *only_topic, int32 slots, bool notify_ready,
 		}
 		PG_CATCH();
 		{
-			/* nothing moved that will stay moved: put every entry back */
+			/* nothing moved that will stay moved: retry every entry later */
 			for (i = 0; i < n; i++)
 				outcomes[i] = AW_TAKE_LOCKED;
-			aw_set_settle(takes, outcomes, n, round);
+			aw_set_settle(takes, outcomes, n);
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
 
-		aw_set_settle(takes, outcomes, n, round);
+		aw_set_settle(takes, outcomes, n);
 		for (i = 0; i < n; i++)
 		{
 			if (outcomes[i] != AW_TAKE_MOVED)

@@ -702,9 +702,12 @@ aw_worker_main(Datum main_arg)
 		next = aw_set_expire(now);
 		{
 			TimestampTz fence = aw_waiters_next_fence();
+			TimestampTz retry = aw_set_next_retry();
 
 			if (fence != 0 && (next == 0 || fence < next))
 				next = fence;
+			if (retry != 0 && (next == 0 || retry < next))
+				next = retry;
 		}
 		if (aw_listen && !aw_stopping && aw_conn == NULL &&
 			(next == 0 || aw_next_connect < next))
