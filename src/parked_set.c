@@ -26,6 +26,8 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
@@ -575,6 +577,7 @@ aw_entry_fill(AwEntry *e, AwTopic *t, int32 attempt, TimestampTz parked_at,
 	e->seq = aw_shared->next_seq++;
 	e->retry_at = 0;
 	e->retries = 0;
+	e->owner_xid = InvalidTransactionId;
 	e->heap_index = -1;
 }
 
@@ -666,8 +669,32 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 	bool		found;
 	bool		inherit = false;
 
+	uint64		foreign_gen = 0;
+	bool		foreign_committed = false;
+
 	if (saved)
 		saved->valid = false;
+
+	/*
+	 * A pending entry of another transaction can only be here if that
+	 * transaction has ended (we hold the row's lock) but its callback has not
+	 * run yet.  Whether it committed decides whether a rollback of this park
+	 * must put its entry back; ask the commit log before taking the lock.
+	 */
+	if (saved != NULL)
+	{
+		TransactionId xid = InvalidTransactionId;
+
+		LWLockAcquire(aw_shared->lock, LW_SHARED);
+		e = aw_entry_find(MyDatabaseId, kind, key);
+		if (e != NULL && e->state == AW_PENDING && !aw_entry_is_mine(e, 0))
+		{
+			foreign_gen = e->generation;
+			xid = e->owner_xid;
+		}
+		LWLockRelease(aw_shared->lock);
+		foreign_committed = TransactionIdIsValid(xid) && TransactionIdDidCommit(xid);
+	}
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	t = aw_topic_find(MyDatabaseId, topic, true);
@@ -693,12 +720,11 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 		 * earlier park of this transaction as it was, or anything else as
 		 * confirmed: a confirmed or due entry, one the worker has in flight
 		 * (its re-offer will find the row locked), or the pending entry of
-		 * another transaction, which has ended since we hold the row's lock
-		 * and whose COMMIT callback may not have run yet.  If that one
-		 * rolled back instead, the restored entry is merely stale: its
-		 * compare-and-set fails and its slot goes on.
+		 * another transaction that committed.  The pending entry of one that
+		 * rolled back is never put back: its fence never became durable.
 		 */
-		if (saved)
+		if (saved && (e->state != AW_PENDING || aw_entry_is_mine(e, 0) ||
+					  (e->generation == foreign_gen && foreign_committed)))
 		{
 			saved->valid = true;
 			saved->pending = (e->state == AW_PENDING && aw_entry_is_mine(e, 0));
@@ -716,6 +742,7 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 	e->woken = inherit;
 	e->owner_procno = AW_MY_PROCNO;
 	e->owner_pid = MyProcPid;
+	e->owner_xid = GetTopTransactionIdIfAny();
 	aw_entry_link(e, AW_PENDING);
 	*generation = e->generation;
 	LWLockRelease(aw_shared->lock);
@@ -820,8 +847,23 @@ aw_set_abandon(AwKind kind, const char *key, uint64 generation,
 	if (restore != NULL && restore->valid && (removed || e == NULL))
 	{
 		if (!restore_pending)
-			(void) aw_entry_put_confirmed(kind, key, restore->topic, restore->attempt,
-										  restore->parked_at, restore->fence);
+		{
+			/*
+			 * Put back as confirmed, and like the confirm this replaced
+			 * entry may have missed, take a live credit if there is one.
+			 */
+			if (aw_entry_put_confirmed(kind, key, restore->topic, restore->attempt,
+									   restore->parked_at, restore->fence) &&
+				(e = aw_entry_find(MyDatabaseId, kind, key)) != NULL &&
+				e->state == AW_CONFIRMED && kind == AW_KIND_FENCED &&
+				e->topic->credit > 0 && GetCurrentTimestamp() < e->topic->credit_until)
+			{
+				e->topic->credit--;
+				aw_shared->counters.credits_used++;
+				aw_entry_set_state(e, AW_DUE);
+				wake_worker = true;
+			}
+		}
 		else
 		{
 			AwTopic    *t = aw_topic_find(MyDatabaseId, restore->topic, true);
@@ -835,6 +877,7 @@ aw_set_abandon(AwKind kind, const char *key, uint64 generation,
 				e->woken = restore->woken || held_slot;
 				e->owner_procno = AW_MY_PROCNO;
 				e->owner_pid = MyProcPid;
+				e->owner_xid = GetTopTransactionIdIfAny();
 				aw_entry_link(e, AW_PENDING);
 			}
 		}
