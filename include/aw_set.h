@@ -95,7 +95,6 @@ typedef struct AwEntry
 	bool		woken;			/* a wake came while pending */
 	int32		owner_procno;	/* pending only; -1 otherwise */
 	int32		owner_pid;
-	TransactionId owner_xid;	/* pending FENCED: the parking transaction */
 	TimestampTz parked_at;
 	TimestampTz fence;			/* FENCED only; 0 for UNFENCED */
 	TimestampTz confirmed_at;

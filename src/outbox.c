@@ -128,10 +128,16 @@ aw_stmt(AwStmt stmt)
 			4, {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID}
 		},
 		[AW_STMT_PARK] = {
-			"UPDATE aion_wake.outbox SET visible_after = $2, parked_at = $3 "
-			" WHERE dispatch_key OPERATOR(pg_catalog.=) $1 "
-			"   AND ($4 IS NULL OR lease_token OPERATOR(pg_catalog.=) $4) "
-			"RETURNING topic, attempt",
+			/*
+			 * The row as it was before this park (locked first, so it is the
+			 * latest committed version) is what a rollback returns to.
+			 */
+			"UPDATE aion_wake.outbox o SET visible_after = $2, parked_at = $3 "
+			"  FROM (SELECT dispatch_key, visible_after, parked_at FROM aion_wake.outbox "
+			"         WHERE dispatch_key OPERATOR(pg_catalog.=) $1 FOR UPDATE) b "
+			" WHERE o.dispatch_key OPERATOR(pg_catalog.=) b.dispatch_key "
+			"   AND ($4 IS NULL OR o.lease_token OPERATOR(pg_catalog.=) $4) "
+			"RETURNING o.topic, o.attempt, b.visible_after, b.parked_at",
 			4, {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}
 		},
 		[AW_STMT_DEAD_LETTER] = {
@@ -549,6 +555,7 @@ aw_park(PG_FUNCTION_ARGS)
 	uint64		n;
 	char	   *topic = NULL;
 	int32		attempt = 0;
+	AwSavedEntry before;
 
 	aw_begin_write("aion_wake.park()");
 	key = aw_arg_key(fcinfo, 0);
@@ -570,6 +577,17 @@ aw_park(PG_FUNCTION_ARGS)
 		topic = MemoryContextStrdup(CurTransactionContext, topic);
 		attempt = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 											  SPI_tuptable->tupdesc, 2, &isnull));
+
+		/* if the row was parked before, a rollback must restore its entry */
+		memset(&before, 0, sizeof(before));
+		before.parked_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+															 SPI_tuptable->tupdesc, 4,
+															 &isnull));
+		before.valid = !isnull;
+		before.fence = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+														 SPI_tuptable->tupdesc, 3, &isnull));
+		before.attempt = attempt;
+		strlcpy(before.topic, topic, sizeof(before.topic));
 	}
 	SPI_finish();
 	if (n != 1)
@@ -588,6 +606,8 @@ aw_park(PG_FUNCTION_ARGS)
 						&generation, &saved);
 		if (r == AW_PARK_OK)
 		{
+			if (!saved.valid)
+				saved = before;
 			aw_xact_record_park(key, generation, &saved);
 			aw_nudge_worker(MyDatabaseId);
 		}

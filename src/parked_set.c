@@ -26,8 +26,6 @@
  */
 #include "postgres.h"
 
-#include "access/transam.h"
-#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
@@ -577,7 +575,6 @@ aw_entry_fill(AwEntry *e, AwTopic *t, int32 attempt, TimestampTz parked_at,
 	e->seq = aw_shared->next_seq++;
 	e->retry_at = 0;
 	e->retries = 0;
-	e->owner_xid = InvalidTransactionId;
 	e->heap_index = -1;
 }
 
@@ -655,9 +652,12 @@ aw_expire_unfenced(TimestampTz now)
 
 /*
  * Remember a row as pending, owned by this backend.  An entry of the same
- * key is replaced: the new one inherits a wake the old one held, and a
- * confirmed old entry is copied to *saved so a rollback can restore it.
- * Returns the new entry's generation in *generation.
+ * key is replaced: the new one inherits a wake the old one held.  If the
+ * replaced entry is the pending entry of an earlier park of this
+ * transaction, it is copied to *saved so that a rollback to a savepoint can
+ * put it back; otherwise the caller fills *saved from the row as it was
+ * before this park, which is what a rollback returns to, whatever the set
+ * held.  Returns the new entry's generation in *generation.
  */
 AwParkResult
 aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
@@ -669,32 +669,8 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 	bool		found;
 	bool		inherit = false;
 
-	uint64		foreign_gen = 0;
-	bool		foreign_committed = false;
-
 	if (saved)
 		saved->valid = false;
-
-	/*
-	 * A pending entry of another transaction can only be here if that
-	 * transaction has ended (we hold the row's lock) but its callback has not
-	 * run yet.  Whether it committed decides whether a rollback of this park
-	 * must put its entry back; ask the commit log before taking the lock.
-	 */
-	if (saved != NULL)
-	{
-		TransactionId xid = InvalidTransactionId;
-
-		LWLockAcquire(aw_shared->lock, LW_SHARED);
-		e = aw_entry_find(MyDatabaseId, kind, key);
-		if (e != NULL && e->state == AW_PENDING && !aw_entry_is_mine(e, 0))
-		{
-			foreign_gen = e->generation;
-			xid = e->owner_xid;
-		}
-		LWLockRelease(aw_shared->lock);
-		foreign_committed = TransactionIdIsValid(xid) && TransactionIdDidCommit(xid);
-	}
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	t = aw_topic_find(MyDatabaseId, topic, true);
@@ -716,18 +692,13 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 		inherit = aw_entry_holds_slot(e) ||
 			(e->state == AW_PENDING && e->woken);
 		/*
-		 * Save what a rollback must put back: the pending entry of an
-		 * earlier park of this transaction as it was, or anything else as
-		 * confirmed: a confirmed or due entry, one the worker has in flight
-		 * (its re-offer will find the row locked), or the pending entry of
-		 * another transaction that committed.  The pending entry of one that
-		 * rolled back is never put back: its fence never became durable.
+		 * A rollback of this park must put back the pending entry of an
+		 * earlier park of this transaction, as it was.
 		 */
-		if (saved && (e->state != AW_PENDING || aw_entry_is_mine(e, 0) ||
-					  (e->generation == foreign_gen && foreign_committed)))
+		if (saved && e->state == AW_PENDING && aw_entry_is_mine(e, 0))
 		{
 			saved->valid = true;
-			saved->pending = (e->state == AW_PENDING && aw_entry_is_mine(e, 0));
+			saved->pending = true;
 			saved->woken = e->woken;
 			saved->generation = e->generation;
 			strlcpy(saved->topic, e->topic->key.name, sizeof(saved->topic));
@@ -742,7 +713,6 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 	e->woken = inherit;
 	e->owner_procno = AW_MY_PROCNO;
 	e->owner_pid = MyProcPid;
-	e->owner_xid = GetTopTransactionIdIfAny();
 	aw_entry_link(e, AW_PENDING);
 	*generation = e->generation;
 	LWLockRelease(aw_shared->lock);
@@ -877,7 +847,6 @@ aw_set_abandon(AwKind kind, const char *key, uint64 generation,
 				e->woken = restore->woken || held_slot;
 				e->owner_procno = AW_MY_PROCNO;
 				e->owner_pid = MyProcPid;
-				e->owner_xid = GetTopTransactionIdIfAny();
 				aw_entry_link(e, AW_PENDING);
 			}
 		}
