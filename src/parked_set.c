@@ -652,12 +652,10 @@ aw_expire_unfenced(TimestampTz now)
 
 /*
  * Remember a row as pending, owned by this backend.  An entry of the same
- * key is replaced: the new one inherits a wake the old one held.  If the
- * replaced entry is the pending entry of an earlier park of this
- * transaction, it is copied to *saved so that a rollback to a savepoint can
- * put it back; otherwise the caller fills *saved from the row as it was
- * before this park, which is what a rollback returns to, whatever the set
- * held.  Returns the new entry's generation in *generation.
+ * key is replaced: the new one inherits a wake the old one held, and is
+ * copied to *saved when a rollback must put it back (see below); when it is
+ * not, the caller fills *saved from the row as its UPDATE found it.
+ * Returns the new entry's generation in *generation.
  */
 AwParkResult
 aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
@@ -692,13 +690,17 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 		inherit = aw_entry_holds_slot(e) ||
 			(e->state == AW_PENDING && e->woken);
 		/*
-		 * A rollback of this park must put back the pending entry of an
-		 * earlier park of this transaction, as it was.
+		 * What a rollback of this park must put back: the pending entry of
+		 * an earlier park of this transaction, as it was; or a confirmed,
+		 * due or in-flight entry, whose fence is committed.  The pending
+		 * entry of another transaction is not saved: that transaction has
+		 * ended (we hold the row's lock) and may have rolled back, so the
+		 * caller uses the row as its UPDATE found it instead.
 		 */
-		if (saved && e->state == AW_PENDING && aw_entry_is_mine(e, 0))
+		if (saved && (e->state != AW_PENDING || aw_entry_is_mine(e, 0)))
 		{
 			saved->valid = true;
-			saved->pending = true;
+			saved->pending = (e->state == AW_PENDING);
 			saved->woken = e->woken;
 			saved->generation = e->generation;
 			strlcpy(saved->topic, e->topic->key.name, sizeof(saved->topic));

@@ -233,3 +233,16 @@ SELECT aion_wake.enqueue('wt2', '{}', 'wt');
 SELECT dispatch_key FROM aion_wake.claim('wt', 1, '1 s', '10 s');
 SELECT count(*) FROM aion_wake.claim('wt', 1, '1 s', '50 ms');
 SELECT waiters FROM aion_wake.status;
+
+-- a transaction that unparks a row (fail) and parks it again, then rolls
+-- back, leaves the committed park's entry in place
+SELECT aion_wake.enqueue('fp', '{}', 'failpark');
+SELECT count(*) FROM aion_wake.claim('failpark');
+SELECT aion_wake.park('fp', '10 minutes');
+BEGIN;
+SELECT aion_wake.fail('fp', 'x', '10 minutes');
+SELECT aion_wake.park('fp', '10 minutes');
+ROLLBACK;
+SELECT p.state, p.fence = o.visible_after AS same_fence, o.attempt
+  FROM aion_wake.parked p JOIN aion_wake.outbox o USING (dispatch_key)
+ WHERE dispatch_key = 'fp';

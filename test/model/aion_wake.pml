@@ -1,0 +1,1009 @@
+/*
+ * aion_wake.pml -- a Promela model of how aion_wake parks rows and spends
+ * capacity pulses, checked by spin (run it with test/model/run.sh; what is
+ * modelled and what is not is in test/model/README.md).
+ *
+ * Why: G2 (no lost wake) and G3 (one writer per row) of DESIGN.md are about
+ * interleavings -- a pulse landing while a park is pending, a park racing a
+ * re-offer, a rollback racing the worker -- that SQL tests hit only by luck.
+ * Here spin tries every interleaving of two dispatchers, the worker, a pulse
+ * source and a clock over one topic and NR rows, and checks:
+ *
+ *   G3  the worker never takes an entry whose fence is not committed, and
+ *       its compare-and-set only moves the committed fence version it took,
+ *       with no other writer holding the row (asserts in take_one and in
+ *       the worker's CAS step).
+ *   G2a every slot of every pulse is always somewhere: the topic counter, a
+ *       credit, an entry holding it (woken pending, due), a take of the
+ *       worker; it leaves only by moving a row or by its credit expiring
+ *       (monitor g2_conserved).
+ *   G2b in a quiescent state (no transaction open, the worker idle with
+ *       nothing to spend) there is never a live credit beside a row whose
+ *       committed state is parked with its fence still ahead: that slot is
+ *       stranded, the credit expires and the row sleeps out its fence
+ *       (monitor g2_stranded).
+ *   and no deadlock (spin's invalid end state check).
+ *
+ * Each atomic step is one hold of the set lock, one SQL statement or one
+ * commit, mirroring src/parked_set.c, src/xact.c, src/reoffer.c and
+ * src/outbox.c; comments name the C function.  A commit makes the row's
+ * new version visible and releases its lock first; the COMMIT/ABORT
+ * callback (confirm, abandon, forget) is a later step, as in PostgreSQL
+ * (CallXactCallbacks runs after ProcArrayEndTransaction).
+ *
+ * The model follows the code as of commit 8ff7e2f, which has the fixes of
+ * the findings F1-F7 this model made (README.md): a forget removes only the
+ * entry of the generation its statement saw under the row lock (F1); a
+ * re-offer that finds its row locked keeps the slot on the entry, now DUE
+ * with a retry time (F2); a rollback of park() puts back, as CONFIRMED, the
+ * row's previous park, which park()'s own UPDATE reads from the row it
+ * locks, whatever the set held (F3, F4, F5, F7); an entry put back takes a
+ * live credit and becomes DUE, as its confirm would have (F6).
+ *
+ * Options (spin -D...):
+ *   NR=2          two rows instead of one (a much larger state space)
+ *   TMAX, NPULSE, MAXOPS1, MAXOPS2   bounds, see below
+ *   NULL_TOKEN    park() and fail() are called without a lease_token, so
+ *                 any dispatcher may write any claimed row
+ *   NO_RETOUCH    a lease holder writes (park, fail) only a row that is not
+ *                 parked: the plain claim -> park flow, no re-park and no
+ *                 fail/complete of a row that is parked
+ * Mutants, each must be rejected:
+ *   MUTANT_M1     park() enters the set as CONFIRMED before its fence
+ *                 commits (no pending state)
+ *   MUTANT_M2     the re-offer updates the row without comparing its fence
+ *   MUTANT_M3     slots left after step 1 are dropped (no woken mark, no
+ *                 credit)
+ *   MUTANT_M4     a re-offer that finds its row locked gives the slot back
+ *                 to the counter and the round skips the entry (the code
+ *                 before e274fa3: finding F2)
+ *   MUTANT_M5     a rollback of park() puts back what the set held, not
+ *                 the row's previous park: a confirmed, due or in-flight
+ *                 entry, or another transaction's pending entry if that
+ *                 transaction committed; the pending entry of one that
+ *                 rolled back is dropped (the code of 7fea0b6: finding F7)
+ *   MUTANT_M6     an entry put back by a rollback does not take a live
+ *                 credit (the code before 7fea0b6: finding F6)
+ *
+ * Copyright (c) 2026, aion_wake authors
+ */
+
+#ifndef NR
+#define NR      1       /* rows (1 or 2), one topic */
+#endif
+#ifndef MAXOPS1
+#define MAXOPS1 3       /* claims, parks and fails of dispatcher 1 */
+#endif
+#ifndef MAXOPS2
+#define MAXOPS2 2       /* ... of dispatcher 2 */
+#endif
+#ifndef NPULSE
+#define NPULSE  2       /* pulses sent */
+#endif
+#ifndef KSLOTS
+#define KSLOTS  1       /* slots per pulse */
+#endif
+#ifndef TMAX
+#define TMAX    3       /* the clock stops here */
+#endif
+#define BACKOFF 2       /* park(), fail(): fence = clock + BACKOFF */
+#define LEASE   2       /* claim(): fence = clock + LEASE */
+#define CREDIT  1       /* a credit is live while now < credit_until */
+
+/* entry states (AwState), plus NONE for "no entry of this key" */
+#define NONE      0
+#define PENDING   1
+#define CONFIRMED 2
+#define DUE       3
+#define INFLIGHT  4
+
+/* lock holders: 0 free, 1..2 dispatchers, WORKER */
+#define WORKER  3
+
+/* re-offer outcomes (AwTakeOutcome) */
+#define O_NONE   0
+#define O_MOVED  1
+#define O_LOCKED 2
+#define O_STALE  3
+
+/*
+ * Versions and generations are small numbers handed out canonically (the
+ * smallest one nothing refers to), so that two histories reaching the same
+ * situation are one state for spin.
+ */
+
+/* ---- clock ---- */
+byte now = 0;
+
+/* ---- the durable row (aion_wake.outbox): committed state ---- */
+byte c_ver[NR];         /* version of the committed row: identifies its fence */
+byte c_ft[NR];          /* visible_after */
+bool c_parked[NR];      /* parked_at IS NOT NULL */
+byte c_tok[NR];         /* lease_token: the dispatcher that claimed it last */
+short c_mask[NR];       /* ghost: bit v set while version v is a committed one */
+/* ---- the durable row: row lock and uncommitted write ---- */
+byte lockr[NR];         /* holder of the row lock, 0 when free */
+byte u_ver[NR];
+byte u_ft[NR];
+bool u_parked[NR];
+byte u_tok[NR];
+#if NR == 2
+byte c_pat[NR];         /* parked_at (orders the FIFO) */
+byte u_pat[NR];
+#endif
+
+/* ---- the parked set: one entry per key (AwEntry) ---- */
+byte e_state[NR];
+byte e_gen[NR];         /* generation */
+byte e_ver[NR];         /* the fence it parked (by version) ... */
+byte e_ft[NR];          /* ... and its time */
+bool e_woken[NR];
+byte e_owner[NR];       /* pending: the dispatcher parking it */
+bool e_retry[NR];       /* DUE after a locked re-offer, retry_at not reached */
+#ifdef MUTANT_M4
+bool e_skip[NR];        /* skip_round == this round (the old code) */
+#endif
+#if NR == 2
+byte e_pat[NR];         /* parked_at */
+byte last_seq = 0;      /* the row whose entry got the newest seq */
+#endif
+
+/* ---- the topic (AwTopic) ---- */
+byte slots = 0;         /* pulse counter */
+byte credit = 0;
+byte credit_until = 0;
+bool in_work = false;   /* on the worker's work list */
+
+#if NR == 2
+#define any_row(x)  (x(0) || x(1))
+#else
+#define any_row(x)  (x(0))
+#endif
+#define is_due(r)   (e_state[r] == DUE)
+#define due_now(r)  (e_state[r] == DUE && !e_retry[r])
+
+/* ---- the worker's takes (AwTake[]) ---- */
+bool tk_valid[NR];
+byte tk_gen[NR];
+byte tk_ver[NR];
+byte tk_out[NR];
+
+/* ---- each dispatcher's transaction (index 1, 2) ---- */
+bool busy[3];           /* inside a transaction or its callback */
+byte d_row[3];
+byte d_gen[3];          /* the generation its park made */
+bool d_sv_valid[3];     /* the entry its park replaced (AwSavedEntry) */
+byte d_sv_ver[3];
+byte d_sv_ft[3];
+#if NR == 2
+byte d_sv_pat[3];
+#endif
+byte d_fgen[3];         /* claim, fail: generation to forget at commit (0: none) */
+bool w_busy = false;    /* the worker is in a round */
+
+/* ---- ghosts ---- */
+byte g_live = 0;        /* slots received, not yet spent on a moved row or expired */
+byte pulses = 0;
+
+#define committed(r, v)   ((c_mask[r] & (1 << (v))) != 0)
+#define credit_live       (credit > 0 && now < credit_until)
+/* aw_entry_holds_slot() */
+#define holds_slot(r)     ((e_state[r] == PENDING && e_woken[r]) || e_state[r] == DUE)
+
+/* is version v of row r referred to by anything? */
+#define ver_used(r, v) \
+	(v == c_ver[r] || (lockr[r] != 0 && v == u_ver[r]) || \
+	 (e_state[r] != NONE && v == e_ver[r]) || (tk_valid[r] && v == tk_ver[r]) || \
+	 (busy[1] && d_row[1] == r && d_sv_valid[1] && v == d_sv_ver[1]) || \
+	 (busy[2] && d_row[2] == r && d_sv_valid[2] && v == d_sv_ver[2]))
+#define gen_used(r, g) \
+	((e_state[r] != NONE && g == e_gen[r]) || (tk_valid[r] && g == tk_gen[r]) || \
+	 (busy[1] && d_row[1] == r && (g == d_gen[1] || g == d_fgen[1])) || \
+	 (busy[2] && d_row[2] == r && (g == d_gen[2] || g == d_fgen[2])))
+
+/* a new version of row r, in v; it is not committed (yet) */
+inline new_ver(r, v)
+{
+	v = 1;
+	do
+	:: ver_used(r, v) -> v++
+	:: else -> break
+	od;
+	c_mask[r] = c_mask[r] & ~(1 << v)
+}
+
+/* a new generation for an entry of row r, in g */
+inline new_gen(r, g)
+{
+	g = 1;
+	do
+	:: gen_used(r, g) -> g++
+	:: else -> break
+	od
+}
+
+/* commit the uncommitted write of row r */
+inline commit_row(r)
+{
+	c_ver[r] = u_ver[r]; c_ft[r] = u_ft[r]; c_parked[r] = u_parked[r];
+	c_tok[r] = u_tok[r]; c_mask[r] = c_mask[r] | (1 << u_ver[r]);
+#if NR == 2
+	c_pat[r] = (u_parked[r] -> u_pat[r] : 0);
+#endif
+	release_row(r)
+}
+
+inline release_row(r)
+{
+	lockr[r] = 0;
+	u_ver[r] = 0; u_ft[r] = 0; u_parked[r] = false; u_tok[r] = 0;
+#if NR == 2
+	u_pat[r] = 0;
+#endif
+}
+
+/* ------------------------------------------------------------------
+ * Parked set operations (src/parked_set.c).  Each is one hold of the set
+ * lock: callers wrap them in d_step.
+ * ------------------------------------------------------------------ */
+
+#ifdef MUTANT_M4
+#define clear_skip(r) e_skip[r] = false
+#define skipped(r)    e_skip[r]
+#else
+#define clear_skip(r) skip
+#define skipped(r)    false
+#endif
+
+/* aw_topic_add_slots(t, 1) */
+inline give_back_slot()
+{
+	slots++;
+	in_work = true
+}
+
+/* aw_entry_remove(e, give_back) */
+inline entry_remove(r, give_back)
+{
+	if
+	:: give_back && holds_slot(r) -> give_back_slot()
+	:: else -> skip
+	fi;
+	e_state[r] = NONE;
+	e_gen[r] = 0; e_ver[r] = 0; e_ft[r] = 0;
+	e_woken[r] = false; e_owner[r] = 0; e_retry[r] = false;
+	clear_skip(r)
+}
+
+/* a new seq (and parked_at) for the entry of row r */
+#if NR == 2
+#define new_seq(r, pat) e_pat[r] = pat; last_seq = r
+#else
+#define new_seq(r, pat) skip
+#endif
+
+/*
+ * aw_set_park(): replace any entry of the key with a pending one, which
+ * inherits a wake the old one held (woken pending, due).  Nothing of the
+ * set is saved for a rollback: what a rollback puts back is the row's
+ * previous park, which park()'s UPDATE read (d_sv_*, set in the park step).
+ * The code saves the pending entry of an earlier park of the same
+ * transaction, to put it back as pending at ROLLBACK TO SAVEPOINT; a
+ * transaction here makes one call, so that case does not arise.
+ *
+ * MUTANT_M5, the code of 7fea0b6: save instead what the set held -- a
+ * confirmed, due or in-flight entry, or the pending entry of another
+ * transaction (which has ended, since this one holds the row lock, but
+ * whose COMMIT or ABORT callback may not have run) only if that
+ * transaction committed (TransactionIdDidCommit(owner_xid)); the pending
+ * entry of one that rolled back is dropped.  Its owner committed exactly
+ * when the entry's fence version is committed.  (That code read the entry
+ * and the commit log under a shared hold of the set lock before the
+ * exclusive one; one step here loses no behaviour: the owner's outcome
+ * cannot change in between, and only its callback can change the entry.)
+ */
+inline set_park(r, d)
+{
+	if
+	:: e_state[r] != NONE ->
+		inherit = holds_slot(r);
+#ifdef MUTANT_M5
+		/* M5 (the code of 7fea0b6): save from the set, not the row */
+		d_sv_valid[d] = (e_state[r] != PENDING || committed(r, e_ver[r]));
+		if
+		:: d_sv_valid[d] ->
+			d_sv_ver[d] = e_ver[r];
+			d_sv_ft[d] = e_ft[r];
+#if NR == 2
+			d_sv_pat[d] = e_pat[r];
+#endif
+		:: else ->
+			d_sv_ver[d] = 0; d_sv_ft[d] = 0;
+#if NR == 2
+			d_sv_pat[d] = 0;
+#endif
+			printf("MSC: D%d set: drop the pending entry of D%d (fence v%d never committed) (M5)\n",
+			       d, e_owner[r], e_ver[r])
+		fi
+#else
+		printf("MSC: D%d set: replaces the entry of fence v%d (state %d)\n", d, e_ver[r], e_state[r])
+#endif
+	:: else ->
+		inherit = false;
+#ifdef MUTANT_M5
+		d_sv_valid[d] = false; d_sv_ver[d] = 0; d_sv_ft[d] = 0;
+#if NR == 2
+		d_sv_pat[d] = 0;
+#endif
+#endif
+		skip
+	fi;
+	new_gen(r, tmp);
+	d_gen[d] = tmp;
+	e_gen[r] = tmp;
+	e_woken[r] = inherit;
+	e_owner[r] = d;
+	e_ver[r] = u_ver[r];
+	e_ft[r] = u_ft[r];
+	e_retry[r] = false;
+	clear_skip(r);
+	new_seq(r, now);
+#ifdef MUTANT_M1
+	/* M1: no pending state -- the entry is confirmed before its fence commits */
+	e_owner[r] = 0;
+	if
+	:: inherit -> e_state[r] = DUE; e_woken[r] = false; in_work = true
+	:: else -> e_state[r] = CONFIRMED
+	fi;
+	printf("MSC: D%d set: entry gen %d for fence v%d CONFIRMED at once (M1)\n", d, tmp, e_ver[r]);
+#else
+	e_state[r] = PENDING;
+	printf("MSC: D%d set: entry gen %d for fence v%d, pending (inherits a wake %d; a rollback puts back fence v%d %d)\n",
+	       d, tmp, e_ver[r], inherit, d_sv_ver[d], d_sv_valid[d]);
+#endif
+	inherit = false; tmp = 0
+}
+
+/* aw_set_confirm(): COMMIT callback of park() */
+inline set_confirm(r, d)
+{
+	if
+	:: e_state[r] == PENDING && e_gen[r] == d_gen[d] ->
+		inherit = e_woken[r];
+		if
+		:: !inherit && credit_live ->
+			credit--; inherit = true;
+			if
+			:: credit == 0 -> credit_until = 0
+			:: else -> skip
+			fi
+		:: else -> skip
+		fi;
+		e_woken[r] = false;
+		e_owner[r] = 0;
+		if
+		:: inherit -> e_state[r] = DUE; in_work = true;
+			printf("MSC: D%d set: confirm gen %d: woken or credit, entry due\n", d, d_gen[d])
+		:: else -> e_state[r] = CONFIRMED;
+			printf("MSC: D%d set: confirm gen %d: entry confirmed\n", d, d_gen[d])
+		fi
+	:: else -> printf("MSC: D%d set: confirm gen %d: not found\n", d, d_gen[d])
+	fi;
+	inherit = false
+}
+
+/*
+ * aw_entry_put_confirmed(), as a restore calls it: an entry that is pending
+ * or in flight, or already has the saved fence, is left alone; anything
+ * else is replaced by a CONFIRMED entry with the saved fence.  Then
+ * aw_set_abandon() lets the new entry take a live credit, as the confirm it
+ * replaced may have missed doing: it becomes DUE (retry_at 0) and puts the
+ * topic on the work list.
+ */
+inline put_confirmed(r, d)
+{
+	if
+	:: e_state[r] == PENDING || e_state[r] == INFLIGHT ||
+	   (e_state[r] != NONE && e_ver[r] == d_sv_ver[d]) -> skip
+	:: else ->
+		new_gen(r, tmp);
+		e_gen[r] = tmp;
+		tmp = 0;
+		e_state[r] = CONFIRMED;
+		e_woken[r] = false;
+		e_owner[r] = 0;
+		e_ver[r] = d_sv_ver[d];
+		e_ft[r] = d_sv_ft[d];
+		e_retry[r] = false;
+		clear_skip(r);
+#if NR == 2
+		new_seq(r, d_sv_pat[d]);
+#endif
+		printf("MSC: D%d set: restore the previous park as confirmed, fence v%d\n", d, e_ver[r]);
+#ifndef MUTANT_M6
+		if
+		:: credit_live ->
+			credit--;
+			if
+			:: credit == 0 -> credit_until = 0
+			:: else -> skip
+			fi;
+			e_state[r] = DUE; in_work = true;
+			printf("MSC: D%d set: the restored entry takes a credit: due\n", d)
+		:: else -> skip
+		fi
+#endif
+	fi
+}
+
+/*
+ * aw_set_abandon(): ABORT callback of park(): remove this park's entry
+ * (giving a slot it held back to the counter), then, if it removed it or
+ * the key has no entry now, put back the row's previous park (the fence
+ * park()'s UPDATE read) as confirmed
+ */
+inline set_abandon(r, d)
+{
+	if
+	:: e_state[r] != NONE && e_state[r] != INFLIGHT && e_gen[r] == d_gen[d] ->
+		printf("MSC: D%d set: abandon gen %d (its slot back to the counter %d)\n", d, d_gen[d], holds_slot(r));
+		entry_remove(r, true);
+		inherit = true      /* removed */
+	:: else ->
+		printf("MSC: D%d set: abandon gen %d: not found\n", d, d_gen[d]);
+		inherit = false
+	fi;
+	if
+	:: d_sv_valid[d] && (inherit || e_state[r] == NONE) -> put_confirmed(r, d)
+	:: else -> skip
+	fi;
+	inherit = false
+}
+
+/*
+ * aw_set_generation_of(), under the row lock of a claim (of a parked row),
+ * fail, complete or dead_letter: the generation to forget at commit
+ */
+#define generation_of(r) ((e_state[r] != NONE) -> e_gen[r] : 0)
+
+/*
+ * aw_set_forget(key, generation): COMMIT callback of that claim or fail:
+ * remove the entry only if it is still the one seen, and not in flight
+ */
+inline set_forget(r, d)
+{
+	if
+	:: d_fgen[d] != 0 && e_state[r] != NONE && e_state[r] != INFLIGHT && e_gen[r] == d_fgen[d] ->
+		printf("MSC: D%d set: forget gen %d: entry (fence v%d) removed, its slot back %d\n",
+		       d, e_gen[r], e_ver[r], holds_slot(r));
+		entry_remove(r, true)
+	:: d_fgen[d] != 0 && !(e_state[r] != NONE && e_state[r] != INFLIGHT && e_gen[r] == d_fgen[d]) ->
+		printf("MSC: D%d set: forget gen %d: not found or in flight\n", d, d_fgen[d])
+	:: else -> skip
+	fi
+}
+
+/* aw_take_entry() */
+inline take_one(r)
+{
+	printf("MSC: W take row %d, fence v%d (in flight)\n", r, e_ver[r]);
+	/* G3: never act on a park whose fence is not committed */
+	assert(committed(r, e_ver[r]));
+	tk_valid[r] = true;
+	tk_gen[r] = e_gen[r];
+	tk_ver[r] = e_ver[r];
+	tk_out[r] = O_NONE;
+	e_state[r] = INFLIGHT;
+	n++
+}
+
+/* the entries of the topic's FIFOs, oldest park (parked_at, seq) first */
+#if NR == 2
+#define first_row  ((e_pat[1] < e_pat[0] || (e_pat[1] == e_pat[0] && last_seq == 0)) -> 1 : 0)
+#define pfirst_row ((last_seq == 0) -> 1 : 0)
+#else
+#define first_row  0
+#define pfirst_row 0
+#endif
+
+/* aw_take_topic(), for a topic on the work list */
+inline take_topic()
+{
+	n = 0;
+	/*
+	 * due entries already hold a slot: one whose fence has passed needs no
+	 * re-offer and its slot goes back to the counter (spent below); one
+	 * whose row was locked at the last try waits for its retry time
+	 */
+	for (i : 0 .. NR - 1) {
+		if
+		:: e_state[i] == DUE && e_ft[i] <= now ->
+			printf("MSC: W due entry of row %d: fence passed, its slot back to the counter\n", i);
+			entry_remove(i, true)
+		:: e_state[i] == DUE && e_ft[i] > now && !e_retry[i] -> take_one(i)
+		:: else -> skip
+		fi
+	}
+	k = slots;
+	printf("MSC: W spend %d slot(s)\n", k);
+	/* 1. confirmed entries, oldest park first */
+	f = first_row;
+	for (j : 0 .. NR - 1) {
+		i = (f + j) % NR;
+		if
+		:: k == 0 -> break
+		:: else -> skip
+		fi;
+		if
+		:: e_state[i] == CONFIRMED && !skipped(i) ->
+			if
+			:: e_ft[i] <= now -> entry_remove(i, false)    /* fence passed: no slot needed */
+			:: else -> take_one(i); k--
+			fi
+		:: else -> skip
+		fi
+	}
+#ifndef MUTANT_M3
+	/* 2. slots left: mark pending parks woken, oldest first */
+	f = pfirst_row;
+	for (j : 0 .. NR - 1) {
+		i = (f + j) % NR;
+		if
+		:: k == 0 -> break
+		:: else -> skip
+		fi;
+		if
+		:: e_state[i] == PENDING && !e_woken[i] ->
+			e_woken[i] = true; k--;
+			printf("MSC: W mark the pending entry of row %d woken\n", i)
+		:: else -> skip
+		fi
+	}
+	/* 3. slots still left become a short-lived credit */
+	if
+	:: k > 0 ->
+		credit = credit + k;
+		credit_until = now + CREDIT;
+		printf("MSC: W %d slot(s) become credit\n", k)
+	:: else -> skip
+	fi;
+#else
+	if
+	:: k > 0 -> printf("MSC: W %d slot(s) dropped (M3)\n", k)
+	:: else -> skip
+	fi;
+#endif
+	i = 0; j = 0; f = 0; k = 0;
+	slots = 0;
+	/* due entries waiting to be retried keep the topic on the work list */
+	in_work = any_row(is_due)
+}
+
+/* ------------------------------------------------------------------
+ * Processes
+ * ------------------------------------------------------------------ */
+
+/* capacity pulses (pulse() at commit, or NOTIFY): aw_set_add_slots() */
+active proctype pulser()
+{
+end:	do
+	:: pulses < NPULSE ->
+		d_step {
+			pulses++; slots = slots + KSLOTS; g_live = g_live + KSLOTS; in_work = true;
+			printf("MSC: P pulse of %d slot(s)\n", KSLOTS)
+		}
+	:: pulses >= NPULSE -> break
+	od
+}
+
+/* the clock; a credit past its time is dropped (aw_take_topic resets it) */
+active proctype clock()
+{
+end:	do
+	:: now < TMAX ->
+		d_step {
+			now++;
+			printf("MSC: C clock %d\n", now);
+			if
+			:: credit > 0 && now >= credit_until ->
+				g_live = g_live - credit; credit = 0; credit_until = 0;
+				printf("MSC: C credit expired\n")
+			:: else -> skip
+			fi
+		}
+	:: now >= TMAX -> break
+	od
+}
+
+#if NR == 2
+#define pick_row(cond) \
+	if \
+	:: (cond(0)) -> r = 0 \
+	:: (cond(1)) -> r = 1 \
+	fi
+#else
+#define pick_row(cond) (cond(0)) -> r = 0
+#endif
+
+#define claimable(x) (lockr[x] == 0 && c_ft[x] <= now)
+#if defined(NULL_TOKEN)
+#define holds_lease(x) (lockr[x] == 0 && c_tok[x] != 0)
+#elif defined(NO_RETOUCH)
+#define holds_lease(x) (lockr[x] == 0 && c_tok[x] == d && !c_parked[x])
+#else
+#define holds_lease(x) (lockr[x] == 0 && c_tok[x] == d)
+#endif
+
+/*
+ * A dispatcher, a bounded number of times: claim()s a visible row; or, for
+ * a row whose lease it holds (lease_token matches; it still does after a
+ * park, so a re-park is allowed), park()s it or fail()s it; each in a
+ * transaction of its own that commits or rolls back.  fail() stands for
+ * every lease-holder write that leaves the row unparked (complete,
+ * dead_letter: a deleted row behaves the same for the set).
+ */
+proctype dispatcher(byte d; byte maxops)
+{
+	byte ops = 0;
+	byte r = 0;
+	byte tmp = 0;
+	bool inherit = false;
+
+end:	do
+	:: ops < maxops ->
+		if
+		:: atomic {
+			/* claim(): FOR UPDATE SKIP LOCKED on a visible row, fence = lease */
+			pick_row(claimable);
+			ops++;
+			busy[d] = true; d_row[d] = r;
+			/* a claimed row that was parked: forget at commit the entry seen now */
+			d_fgen[d] = (c_parked[r] -> generation_of(r) : 0);
+			lockr[r] = d;
+			new_ver(r, tmp); u_ver[r] = tmp; tmp = 0;
+			u_ft[r] = now + LEASE;
+			u_parked[r] = false;
+			u_tok[r] = d;
+			printf("MSC: D%d claim row %d: writes v%d (uncommitted)\n", d, r, u_ver[r])
+		   };
+			if
+			:: d_step {
+				/* COMMIT: the new version is visible, the lock released ... */
+				printf("MSC: D%d COMMIT claim: row %d at v%d, leased to D%d\n", d, r, u_ver[r], d);
+				commit_row(r)
+			   };
+				/* ... then the COMMIT callback: forget the entry of a parked row */
+				d_step {
+					set_forget(r, d);
+					d_fgen[d] = 0; d_row[d] = 0;
+					busy[d] = false; r = 0
+				}
+			:: d_step {
+				printf("MSC: D%d ROLLBACK claim\n", d);
+				release_row(r);
+				d_fgen[d] = 0; d_row[d] = 0;
+				busy[d] = false; r = 0
+			   }
+			fi
+		:: atomic {
+			/* park(): UPDATE ... WHERE lease_token = mine takes the row lock */
+			pick_row(holds_lease);
+			ops++;
+			busy[d] = true; d_row[d] = r;
+			lockr[r] = d;
+			new_ver(r, tmp); u_ver[r] = tmp; tmp = 0;
+			u_ft[r] = now + BACKOFF;
+			u_parked[r] = true;
+#if NR == 2
+			u_pat[r] = now;
+#endif
+			u_tok[r] = d;
+			/*
+			 * RETURNING b.visible_after, b.parked_at: the row as it was,
+			 * read by the FOR UPDATE subquery, so the latest committed
+			 * version; if it was parked, a rollback puts its park back
+			 */
+			d_sv_valid[d] = c_parked[r];
+			if
+			:: c_parked[r] ->
+				d_sv_ver[d] = c_ver[r]; d_sv_ft[d] = c_ft[r];
+#if NR == 2
+				d_sv_pat[d] = c_pat[r];
+#endif
+			:: else -> skip
+			fi;
+			printf("MSC: D%d park row %d (already parked at v%d: %d): writes fence v%d (uncommitted)\n",
+			       d, r, c_ver[r], c_parked[r], u_ver[r])
+		   };
+			/* then the set: aw_set_park() */
+			d_step { set_park(r, d) };
+			if
+			:: d_step {
+				/* COMMIT: the fence is durable, the lock released ... */
+				printf("MSC: D%d COMMIT park: row %d parked at v%d\n", d, r, u_ver[r]);
+				commit_row(r)
+			   };
+				/* ... then the COMMIT callback: aw_set_confirm() */
+				d_step {
+#ifndef MUTANT_M1
+					set_confirm(r, d);
+#endif
+					d_gen[d] = 0; d_sv_valid[d] = false; d_sv_ver[d] = 0; d_sv_ft[d] = 0;
+#if NR == 2
+					d_sv_pat[d] = 0;
+#endif
+					d_fgen[d] = 0; d_row[d] = 0; busy[d] = false; r = 0
+				}
+			:: d_step {
+				/* ROLLBACK: the old version stays, the lock released ... */
+				printf("MSC: D%d ROLLBACK park: row %d stays at v%d\n", d, r, c_ver[r]);
+				release_row(r)
+			   };
+				/* ... then the ABORT callback: aw_set_abandon() with restore */
+				d_step {
+					set_abandon(r, d);
+					d_gen[d] = 0; d_sv_valid[d] = false; d_sv_ver[d] = 0; d_sv_ft[d] = 0;
+#if NR == 2
+					d_sv_pat[d] = 0;
+#endif
+					d_fgen[d] = 0; d_row[d] = 0; busy[d] = false; r = 0
+				}
+			fi
+		:: atomic {
+			/* fail(): UPDATE ... WHERE lease_token = mine, parked_at = NULL */
+			pick_row(holds_lease);
+			ops++;
+			busy[d] = true; d_row[d] = r;
+			/* aw_xact_record_forget(): the entry seen under the row lock */
+			d_fgen[d] = generation_of(r);
+			lockr[r] = d;
+			new_ver(r, tmp); u_ver[r] = tmp; tmp = 0;
+			u_ft[r] = now + BACKOFF;
+			u_parked[r] = false;
+			u_tok[r] = d;
+			printf("MSC: D%d fail row %d: writes v%d (uncommitted)\n", d, r, u_ver[r])
+		   };
+			if
+			:: d_step {
+				printf("MSC: D%d COMMIT fail: row %d at v%d\n", d, r, u_ver[r]);
+				commit_row(r)
+			   };
+				d_step {
+					set_forget(r, d);
+					d_fgen[d] = 0; d_row[d] = 0; busy[d] = false; r = 0
+				}
+			:: d_step {
+				printf("MSC: D%d ROLLBACK fail: row %d stays at v%d\n", d, r, c_ver[r]);
+				release_row(r);
+				d_fgen[d] = 0; d_row[d] = 0; busy[d] = false; r = 0
+			   }
+			fi
+		:: break
+		fi
+	:: ops >= maxops -> break
+	od
+}
+
+/*
+ * The worker: aw_worker_spend() -> aw_reoffer_round(), and aw_set_expire().
+ * A round is one transaction: take under the set lock, the compare-and-set
+ * UPDATE (row by row, skipping locked rows), the SELECT that tells locked
+ * rows from stale ones, settle under the set lock; again until a take
+ * finds nothing; then COMMIT.
+ */
+active proctype worker()
+{
+	byte n = 0;
+	byte k = 0;
+	byte i = 0;
+	byte j = 0;
+	byte f = 0;
+	byte tmp = 0;
+
+end:	do
+	:: d_step {
+		/*
+		 * woken for a topic on the work list, unless all it has is due
+		 * entries before their retry time (the worker sleeps until
+		 * aw_set_next_retry())
+		 */
+		(in_work && (slots > 0 || any_row(due_now) || !any_row(is_due))) -> w_busy = true;
+#ifdef MUTANT_M4
+		/* aw_set_new_round(): entries skipped by an earlier round are not skipped */
+		for (i : 0 .. NR - 1) { e_skip[i] = false }
+#endif
+		i = 0
+	   };
+		do
+		:: d_step {
+			/* aw_set_take(): only a topic on the work list */
+			if
+			:: in_work -> take_topic()
+			:: else -> n = 0
+			fi
+		   };
+			if
+			:: n == 0 -> break
+			:: else -> skip
+			fi;
+			/* aw_reoffer_execute(): the compare-and-set UPDATE, row by row */
+			for (i : 0 .. NR - 1) {
+				d_step {
+					if
+					:: tk_valid[i] && lockr[i] != 0 ->
+						printf("MSC: W CAS row %d: locked by D%d, skipped\n", i, lockr[i])
+#ifdef MUTANT_M2
+					:: tk_valid[i] && lockr[i] == 0 ->
+#else
+					:: tk_valid[i] && lockr[i] == 0 && c_ver[i] == tk_ver[i] && c_parked[i] && c_ft[i] > now ->
+#endif
+						printf("MSC: W CAS row %d: moves v%d (it took v%d)\n", i, c_ver[i], tk_ver[i]);
+						/* G3: only the committed fence it parked, still ahead, no other writer */
+						assert(lockr[i] == 0 && c_ver[i] == tk_ver[i] && c_parked[i] && c_ft[i] > now);
+						lockr[i] = WORKER;
+						new_ver(i, tmp); u_ver[i] = tmp; tmp = 0;
+						u_ft[i] = now;
+						u_parked[i] = false;
+						u_tok[i] = c_tok[i];
+						tk_out[i] = O_MOVED
+					:: tk_valid[i] -> printf("MSC: W CAS row %d: fence changed or passed, no match\n", i)
+					:: else -> skip
+					fi
+				}
+			}
+			i = 0;
+			/* rows not moved but still parked at their fence were locked */
+			for (i : 0 .. NR - 1) {
+				d_step {
+					if
+					:: tk_valid[i] && tk_out[i] == O_NONE ->
+						if
+						:: c_ver[i] == tk_ver[i] && c_parked[i] && c_ft[i] > now -> tk_out[i] = O_LOCKED
+						:: else -> tk_out[i] = O_STALE
+						fi
+					:: else -> skip
+					fi
+				}
+			}
+			i = 0;
+			/* aw_set_settle() */
+			d_step {
+				for (i : 0 .. NR - 1) {
+					if
+					:: tk_valid[i] ->
+						if
+						:: tk_out[i] == O_MOVED ->
+							g_live--;
+							if
+							:: e_state[i] == INFLIGHT && e_gen[i] == tk_gen[i] -> entry_remove(i, false)
+							:: else -> skip
+							fi;
+							printf("MSC: W settle row %d: moved, entry gone\n", i)
+						:: tk_out[i] == O_LOCKED && e_state[i] == INFLIGHT && e_gen[i] == tk_gen[i] ->
+#ifndef MUTANT_M4
+							/* the entry keeps its slot: DUE, retried at retry_at */
+							e_state[i] = DUE; e_retry[i] = true; in_work = true;
+							printf("MSC: W settle row %d: locked: the entry keeps its slot, due for a retry\n", i)
+#else
+							/* M4 (the old code): the slot goes back, the round skips the entry */
+							give_back_slot();
+							e_skip[i] = true; e_state[i] = CONFIRMED;
+							printf("MSC: W settle row %d: locked: slot back to the counter, entry confirmed, skipped this round (M4)\n", i)
+#endif
+						:: else ->
+							give_back_slot();
+							if
+							:: e_state[i] == INFLIGHT && e_gen[i] == tk_gen[i] ->
+								entry_remove(i, false);
+								printf("MSC: W settle row %d: stale: slot back to the counter, entry dropped\n", i)
+							:: else ->
+								printf("MSC: W settle row %d: not moved, entry replaced meanwhile: slot back to the counter\n", i)
+							fi
+						fi;
+						tk_valid[i] = false;
+						tk_gen[i] = 0; tk_ver[i] = 0; tk_out[i] = O_NONE
+					:: else -> skip
+					fi
+				}
+				i = 0
+			}
+		od;
+		skip;   /* spin: a break may not jump straight into a d_step */
+		/* COMMIT of the round: the rows it moved become visible */
+		d_step {
+			for (i : 0 .. NR - 1) {
+				if
+				:: lockr[i] == WORKER ->
+					printf("MSC: W COMMIT: row %d re-offered (v%d, visible)\n", i, u_ver[i]);
+					commit_row(i)
+				:: else -> skip
+				fi
+			}
+#ifdef MUTANT_M4
+			for (i : 0 .. NR - 1) { e_skip[i] = false }
+#endif
+			i = 0; n = 0;
+			w_busy = false
+		}
+	:: d_step {
+		/* aw_set_expire(): drop confirmed entries whose fence has passed */
+		(!w_busy && ((e_state[0] == CONFIRMED && e_ft[0] <= now)
+#if NR == 2
+		|| (e_state[1] == CONFIRMED && e_ft[1] <= now)
+#endif
+		)) ->
+		for (i : 0 .. NR - 1) {
+			if
+			:: e_state[i] == CONFIRMED && e_ft[i] <= now ->
+				printf("MSC: W expire the entry of row %d\n", i);
+				entry_remove(i, false)
+			:: else -> skip
+			fi
+		}
+		i = 0
+	   }
+	:: d_step {
+		/*
+		 * the retry time of a due entry that found its row locked passes
+		 * (5 ms and doubling, far below a tick of the clock: at any moment)
+		 */
+		(e_retry[0]
+#if NR == 2
+		|| e_retry[1]
+#endif
+		) ->
+		if
+		:: e_retry[0] -> e_retry[0] = false; printf("MSC: W retry time of row 0\n")
+#if NR == 2
+		:: e_retry[1] -> e_retry[1] = false; printf("MSC: W retry time of row 1\n")
+#endif
+		fi
+	   }
+	od
+}
+
+/* ------------------------------------------------------------------
+ * Properties
+ * ------------------------------------------------------------------ */
+
+#if NR == 2
+#define sum_rows(x) (x(0) + x(1))
+#else
+#define sum_rows(x) (x(0))
+#endif
+#define slot_held(r)     (holds_slot(r) -> 1 : 0)
+#define taken(r)         (tk_valid[r] -> 1 : 0)
+#define parked_ahead(r)  (c_parked[r] && c_ft[r] > now)
+
+/* G2a: every live slot is in the counter, a credit, an entry or a take */
+#define CONSERVED (g_live == slots + credit + sum_rows(slot_held) + sum_rows(taken))
+
+/* quiescent: no transaction open, the worker idle with nothing to do */
+#define QUIESCENT (!busy[1] && !busy[2] && !w_busy && !in_work)
+#define STRANDED  (QUIESCENT && credit_live && any_row(parked_ahead))
+
+active proctype g2_conserved()
+{
+end:	atomic { !CONSERVED -> assert(CONSERVED) }
+}
+
+active proctype g2_stranded()
+{
+end:	atomic { STRANDED -> assert(!STRANDED) }
+}
+
+init
+{
+	byte r;
+
+	atomic {
+		for (r : 0 .. NR - 1) {
+			c_ver[r] = 1;
+			c_mask[r] = 2;      /* version 1 committed */
+			c_ft[r] = 0         /* visible at once */
+		}
+		r = 0;
+		run dispatcher(1, MAXOPS1);
+		run dispatcher(2, MAXOPS2)
+	}
+}
