@@ -628,14 +628,6 @@ aw_worker_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(aw_slot->dbname, NULL, 0);
 
-	/*
-	 * A re-offer is only a hint on top of a durable fence: if its commit is
-	 * lost in a crash, the row waits for its fence.  So the worker does not
-	 * wait for its own commits to reach disk; a claimer's later commit
-	 * flushes them anyway.
-	 */
-	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
-
 	/* the role the listening connection logs in as by default */
 	StartTransactionCommand();
 	aw_login_role = MemoryContextStrdup(TopMemoryContext,
