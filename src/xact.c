@@ -140,31 +140,32 @@ aw_xact_topic_action(AwActionKind kind, const char *topic, bool *found)
 	return aw_xact_new_action(kind, topic);
 }
 
+/* Add n to the per-topic count of an action kind; the sum saturates. */
+static void
+aw_xact_add_count(AwActionKind kind, const char *topic, int64 n)
+{
+	bool		found;
+	AwAction   *a = aw_xact_topic_action(kind, topic, &found);
+
+	a->count = Min(a->count + n, PG_INT64_MAX / 2);
+}
+
 void
 aw_xact_record_pulse(const char *topic, int32 slots)
 {
-	bool		found;
-	AwAction   *a = aw_xact_topic_action(AW_ACT_PULSE, topic, &found);
-
-	a->count = Min(a->count + slots, PG_INT64_MAX / 2);
+	aw_xact_add_count(AW_ACT_PULSE, topic, slots);
 }
 
 void
 aw_xact_record_ready(const char *topic, int64 rows)
 {
-	bool		found;
-	AwAction   *a = aw_xact_topic_action(AW_ACT_READY, topic, &found);
-
-	a->count = Min(a->count + rows, PG_INT64_MAX / 2);
+	aw_xact_add_count(AW_ACT_READY, topic, rows);
 }
 
 void
 aw_xact_record_claimed(const char *topic, int64 rows)
 {
-	bool		found;
-	AwAction   *a = aw_xact_topic_action(AW_ACT_CLAIMED, topic, &found);
-
-	a->count = Min(a->count + rows, PG_INT64_MAX / 2);
+	aw_xact_add_count(AW_ACT_CLAIMED, topic, rows);
 }
 
 void
