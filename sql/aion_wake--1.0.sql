@@ -156,6 +156,15 @@ LANGUAGE C VOLATILE PARALLEL SAFE;
 
 CREATE VIEW aion_wake.parked AS SELECT * FROM aion_wake.parked_internal();
 
+CREATE FUNCTION aion_wake.topics_internal(
+	OUT topic text, OUT parked bigint, OUT unspent_slots bigint,
+	OUT credit bigint, OUT waiters int, OUT pulses bigint, OUT reoffered bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'aw_topics_view'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW aion_wake.topics AS SELECT * FROM aion_wake.topics_internal();
+
 -- Privileges ---------------------------------------------------------------
 -- Nothing is usable by PUBLIC but the status view; README shows the GRANTs
 -- an application role needs.

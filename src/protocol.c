@@ -38,6 +38,7 @@ PG_FUNCTION_INFO_V1(aw_abandon);
 PG_FUNCTION_INFO_V1(aw_take_confirmed);
 PG_FUNCTION_INFO_V1(aw_status);
 PG_FUNCTION_INFO_V1(aw_parked);
+PG_FUNCTION_INFO_V1(aw_topics_view);
 
 /* rows moved out of the set per hold of its lock */
 #define AW_TAKE_CHUNK 256
@@ -410,6 +411,45 @@ aw_parked(PG_FUNCTION_ARGS)
 		nulls[6] = (e->key.kind == AW_KIND_UNFENCED);
 		values[7] = Int32GetDatum(e->owner_pid);
 		nulls[7] = (e->state != AW_PENDING);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	LWLockRelease(aw_shared->lock);
+	return (Datum) 0;
+}
+
+/*
+ * aion_wake.topics: one row per topic of this database in the topic table,
+ * with its waiters.  Takes the waiter lock inside the set lock (nothing
+ * takes them the other way round).
+ */
+Datum
+aw_topics_view(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	HASH_SEQ_STATUS status;
+	AwTopic    *t;
+	TimestampTz now = GetCurrentTimestamp();
+
+	aw_require_loaded();
+	InitMaterializedSRF(fcinfo, 0);
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	hash_seq_init(&status, aw_topics);
+	while ((t = (AwTopic *) hash_seq_search(&status)) != NULL)
+	{
+		Datum		values[7];
+		bool		nulls[7] = {false, false, false, false, false, false, false};
+
+		if (t->key.dbid != MyDatabaseId)
+			continue;
+		values[0] = CStringGetTextDatum(t->key.name);
+		values[1] = Int64GetDatum(t->n_entries);
+		values[2] = Int64GetDatum((int64) Min(t->slots, (uint64) PG_INT64_MAX));
+		values[3] = Int64GetDatum(t->credit_until > now ?
+								  (int64) Min(t->credit, (uint64) PG_INT64_MAX) : 0);
+		values[4] = Int32GetDatum(aw_waiters_of_topic(MyDatabaseId, t->key.name));
+		values[5] = Int64GetDatum((int64) t->pulses);
+		values[6] = Int64GetDatum((int64) t->reoffered);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	LWLockRelease(aw_shared->lock);

@@ -246,3 +246,6 @@ ROLLBACK;
 SELECT p.state, p.fence = o.visible_after AS same_fence, o.attempt
   FROM aion_wake.parked p JOIN aion_wake.outbox o USING (dispatch_key)
  WHERE dispatch_key = 'fp';
+
+-- the per-topic view
+SELECT topic, parked, unspent_slots, waiters FROM aion_wake.topics WHERE topic = 'failpark';
