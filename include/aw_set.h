@@ -236,13 +236,9 @@ extern void aw_set_recover_in_flight(void);
 extern TimestampTz aw_set_expire(TimestampTz now);
 
 /* helpers for callers that hold the set lock */
-extern AwEntry *aw_entry_find(Oid dbid, AwKind kind, const char *key);
 extern AwTopic *aw_topic_find(Oid dbid, const char *name, bool create);
 extern void aw_entry_remove(AwEntry *e, bool give_back_slot);
-extern void aw_entry_set_state(AwEntry *e, AwState state);
-extern void aw_topic_add_slots(AwTopic *t, uint64 slots);
 extern void aw_expire_unfenced(TimestampTz now);
-extern AwEntry *aw_heap_top(void);
 
 extern const char *aw_state_name(AwState state);
 

@@ -46,6 +46,8 @@ HTAB	   *aw_topics = NULL;
 
 static void aw_entry_unlink(AwEntry *e);
 static void aw_entry_link(AwEntry *e, AwState state);
+static void aw_entry_set_state(AwEntry *e, AwState state);
+static void aw_topic_add_slots(AwTopic *t, uint64 slots);
 
 /*
  * Bytes of shared memory needed for the set, requested by aion_wake.c in
@@ -261,7 +263,7 @@ aw_heap_remove(AwEntry *e)
 }
 
 /* The confirmed fenced entry with the earliest fence, or NULL. */
-AwEntry *
+static AwEntry *
 aw_heap_top(void)
 {
 	return aw_shared->heap_size > 0 ? aw_shared->heap[0] : NULL;
@@ -358,7 +360,7 @@ aw_topic_mark_work(AwTopic *t)
 }
 
 /* Add unspent slots to a topic's pulse counter; it saturates. */
-void
+static void
 aw_topic_add_slots(AwTopic *t, uint64 slots)
 {
 	if (slots == 0)
@@ -377,7 +379,7 @@ aw_key_init(AwKey *k, Oid dbid, AwKind kind, const char *key)
 	strlcpy(k->key, key, sizeof(k->key));
 }
 
-AwEntry *
+static AwEntry *
 aw_entry_find(Oid dbid, AwKind kind, const char *key)
 {
 	AwKey		k;
@@ -503,7 +505,7 @@ aw_entry_link(AwEntry *e, AwState state)
 	aw_shared->counters.parked_confirmed++;
 }
 
-void
+static void
 aw_entry_set_state(AwEntry *e, AwState state)
 {
 	aw_entry_unlink(e);

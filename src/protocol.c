@@ -315,6 +315,7 @@ aw_status(PG_FUNCTION_ARGS)
 	bool		listening = false;
 	char		listen_error[256];
 	char	   *dbname;
+	NameData	dbname_name;	/* worker_database is of type name */
 	int			i = 0;
 
 	aw_require_loaded();
@@ -341,7 +342,8 @@ aw_status(PG_FUNCTION_ARGS)
 	/* worker_pid, worker_database, served */
 	values[i] = Int32GetDatum(pid);
 	nulls[i++] = (pid == 0);
-	values[i] = CStringGetDatum(dbname);
+	namestrcpy(&dbname_name, dbname);
+	values[i] = NameGetDatum(&dbname_name);
 	nulls[i++] = (slot == NULL);
 	values[i++] = BoolGetDatum(slot != NULL);
 	/* listening, listen_error */
@@ -367,14 +369,6 @@ aw_status(PG_FUNCTION_ARGS)
 	values[i] = TimestampTzGetDatum(started_at);
 	nulls[i++] = (pid == 0);
 	Assert(i == tupdesc->natts);
-
-	{
-		/* worker_database is of type name */
-		NameData   *nd = palloc0(sizeof(NameData));
-
-		namestrcpy(nd, dbname);
-		values[1] = NameGetDatum(nd);
-	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
