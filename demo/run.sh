@@ -2,8 +2,11 @@
 #
 # demo/run.sh: the README's first command.  On a fresh Debian 12 machine,
 # as root: install PostgreSQL 15 and the build tools, build and install
-# aion_wake, start a throwaway cluster, show rows parked and woken, and
-# stop the cluster again.  Nothing is left running.
+# aion_wake and the reference dispatcher (examples/dispatcher.c), start a
+# throwaway cluster, and run a small version of the headline benchmark
+# twice -- rows that meet a busy consumer wait out their back-off, then the
+# same rows with capacity pulses -- with a live progress line; then print
+# aion_wake.status and stop the cluster.  Nothing is left running.
 #
 #   sudo ./demo/run.sh            (SKIP_INSTALL=1 skips apt-get and the build)
 #
@@ -22,12 +25,13 @@ if [ -z "${SKIP_INSTALL:-}" ]; then
 	echo "== installing PostgreSQL 15 and build tools (apt-get)"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends postgresql-15 postgresql-server-dev-15 make gcc >/dev/null
+	apt-get install -y -qq --no-install-recommends postgresql-15 postgresql-server-dev-15 make gcc libpq-dev >/dev/null
 	pg_ctlcluster 15 main stop >/dev/null 2>&1 || true
 	echo "== building and installing aion_wake"
 	make -s PG_CONFIG=$PGBIN/pg_config >/dev/null
 	make -s PG_CONFIG=$PGBIN/pg_config install >/dev/null
 fi
+ROWS=${DEMO_ROWS:-800}
 
 dir=$(mktemp -d /tmp/aion_wake_demo.XXXXXX)
 chown postgres "$dir"
@@ -51,53 +55,48 @@ show() { sql -c "SELECT dispatch_key, CASE WHEN visible_after <= clock_timestamp
 
 sql -c "CREATE EXTENSION aion_wake"
 
-say "1. Six jobs arrive for a partner API that takes two requests at a time."
-sql -c "SELECT count(*) AS enqueued FROM generate_series(1, 6) g, aion_wake.enqueue('job-' || g, jsonb_build_object('n', g), 'api')"
+gcc -O2 -Wall -Wextra -Werror -pthread -I"$($PGBIN/pg_config --includedir)" \
+	examples/dispatcher.c -L"$($PGBIN/pg_config --libdir)" -lpq -o "$dir/dispatcher"
 
-say "2. The dispatcher claims all six; two are accepted, four are answered BUSY and parked with a 1-hour back-off."
-sql <<'SQL'
-CREATE TEMP TABLE claimed AS SELECT * FROM aion_wake.claim('api', 6, '30 s');
-SELECT dispatch_key, lease_token FROM claimed ORDER BY dispatch_key;
-SELECT count(*) AS parked FROM claimed, aion_wake.park(dispatch_key, '1 hour', lease_token) p
- WHERE dispatch_key NOT IN ('job-1', 'job-2') AND p;
-SQL
-show
-sql -c "SELECT dispatch_key, state, woken FROM aion_wake.parked ORDER BY parked_at"
+# One run of the reference dispatcher over $ROWS fresh rows; $1 is its mode.
+run() {
+	sql -c "SELECT count(*) FROM generate_series(1, $ROWS) g, aion_wake.enqueue('job-' || g, '{}', 'api')" >/dev/null
+	runuser -u postgres -- "$dir/dispatcher" --conninfo "host=$dir port=$PORT dbname=postgres" \
+		--mode "$1" --topic api --threads 16 --slots 4 --service-ms 20 --backoff-ms 1000 \
+		--progress >"$dir/summary_$1"
+}
+field() { sed -n "s/^$2=//p" "$dir/summary_$1"; }
 
-say "3. job-1 is delivered: the consumer frees a slot and the dispatcher sends one capacity pulse."
-t0=$(date +%s%N)
-sql -c "SELECT aion_wake.complete('job-1'), aion_wake.pulse('api', 1)"
-sql -c "SELECT dispatch_key AS reoffered FROM aion_wake.claim('api', 1, '30 s', '5 s')"
-t1=$(date +%s%N)
-echo "   the oldest parked row (job-3) was back $(( (t1 - t0) / 1000000 )) ms later (two psql start-ups included), not in an hour"
-show
+say "$ROWS jobs for a partner API that serves 4 requests at a time, 20 ms each: at best $((ROWS * 20 / 4 / 1000)) s."
+cat <<'TEXT'
+16 dispatchers claim jobs and offer them to the API.  A job that finds all
+4 slots taken is answered BUSY and parked with a 1 s back-off: its fence
+(visible_after) is the durable record that it must wait.
 
-say "4. Any client can pulse with plain NOTIFY: three more slots free."
-sql -c "NOTIFY aion_wake_capacity, 'api:3'"
-sql -c "SELECT string_agg(dispatch_key, ', ') AS claimed_after_notify FROM aion_wake.claim('api', 3, '30 s', '5 s')"
-show
+First without capacity pulses: a parked job waits out its back-off, and
+slots stand idle meanwhile.
+TEXT
+run fence
 
-say "5. job-4 is BUSY again. A pulse that lands before its park commits is not lost: it is acted on at COMMIT."
-sql <<'SQL' &
-BEGIN;
-SELECT aion_wake.park('job-4', '1 hour');
-SELECT pg_sleep(1);
-COMMIT;
-SQL
-sleep 0.3
-sql -c "SELECT dispatch_key, state, woken FROM aion_wake.parked WHERE dispatch_key = 'job-4'"
-sql -c "SELECT aion_wake.pulse('api', 1)"
-sql -c "SELECT dispatch_key, state, woken AS pulse_recorded FROM aion_wake.parked WHERE dispatch_key = 'job-4'"
-wait
-sql -c "SELECT dispatch_key AS reoffered_at_commit FROM aion_wake.claim('api', 1, '30 s', '5 s')"
+say "Now with aion_wake: each delivery also sends a capacity pulse."
+cat <<'TEXT'
+The pulse re-offers the oldest parked job at once (its fence pulled
+forward, compare-and-set), and wakes exactly one blocked dispatcher to take
+it.  The back-off is still written; it is only the floor.
+TEXT
+run aion
 
-say "6. Workers need no polling: a blocked claim wakes the moment a row arrives."
-( sql -c "SELECT dispatch_key AS woken_claimer_got, to_char(clock_timestamp(), 'HH24:MI:SS.MS') AS at FROM aion_wake.claim('mail', 1, '30 s', '20 s')" ) &
-sql -c "SELECT pg_sleep(0.1) FROM generate_series(1, 50) WHERE (SELECT waiters FROM aion_wake.status) = 0 LIMIT 1" >/dev/null || true
-sql -c "SELECT aion_wake.enqueue('mail-1', '{}', 'mail'), to_char(clock_timestamp(), 'HH24:MI:SS.MS') AS enqueued_at"
-wait
+say "The two runs side by side:"
+printf '%-28s %10s %12s %9s %11s\n' "" makespan utilisation bounces re-offered
+for m in fence aion; do
+	label=$([ $m = aion ] && echo "with pulses (aion_wake)" || echo "back-off only (fence)")
+	printf '%-28s %8.2f s %11.0f%% %9s %11s\n' "$label" \
+		"$(awk "BEGIN { print $(field $m makespan_ms) / 1000 }")" \
+		"$(awk "BEGIN { print 100 * $(field $m utilisation) }")" \
+		"$(field $m bounces)" "$(field $m reoffered)"
+done
 
-say "7. What the worker saw:"
-sql -x -c "SELECT worker_pid IS NOT NULL AS worker_running, listening, parked_pending, parked_confirmed, pulses_received, slots_received, rows_reoffered, wakes_deferred, waiters FROM aion_wake.status"
+say "What the worker saw (aion_wake.status):"
+sql -x -c "SELECT * FROM aion_wake.status"
 
-say "Done: the cluster is stopped and removed."
+say "Done: the cluster is stopped and removed.  Next: README.md, 'Five minutes in psql'."

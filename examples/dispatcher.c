@@ -63,6 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 
@@ -88,6 +89,7 @@ static int	opt_poll_ms = 100;		/* sleep after an empty claim in poll */
 static int	opt_sample_ms = 10;
 static const char *opt_csv = NULL;
 static bool opt_hold_through_commit = false;	/* see deliver() */
+static bool opt_progress = false;	/* a live progress line on stderr */
 
 /* The SQL each mode sends.  Every statement runs in a transaction of its own. */
 
@@ -547,6 +549,63 @@ sampler_main(void *arg)
 	return NULL;
 }
 
+/*
+ * With --progress, show on stderr what the run is doing: rows delivered,
+ * rows parked now and re-offered so far (from aion_wake.status, over a
+ * connection of its own), bounces and the consumer's busy slots.  On a
+ * terminal the line is redrawn four times a second; otherwise a line is
+ * printed every second.
+ */
+static void *
+progress_main(void *arg)
+{
+	PGconn	   *conn = connect_db();
+	bool		tty = isatty(STDERR_FILENO);
+	int64_t		reoffered_before = *(const int64_t *) arg;
+	int			period_ms = tty ? 250 : 1000;
+
+	for (;;)
+	{
+		bool		done = run_done();
+		PGresult   *res;
+		int64_t		delivered;
+		int64_t		bounces;
+		int			busy = consumer_busy();
+		char		bar[64];
+		int			i;
+
+		res = PQexec(conn,
+					 "SELECT parked_pending + parked_confirmed, rows_reoffered "
+					 "  FROM aion_wake.status");
+		if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+			die("progress", conn);
+		pthread_mutex_lock(&shared.lock);
+		delivered = shared.delivered;
+		bounces = shared.bounces;
+		pthread_mutex_unlock(&shared.lock);
+		for (i = 0; i < opt_slots && i < (int) sizeof(bar) - 1; i++)
+			bar[i] = i < busy ? '#' : '.';
+		bar[i] = '\0';
+		fprintf(stderr,
+				"%s%-5s %5.1f s  delivered %5" PRId64 "/%" PRId64
+				"  parked %5s  re-offered %5" PRId64
+				"  bounces %6" PRId64 "  slots busy [%s] %d/%d%s",
+				tty ? "\r" : "", mode_names[opt_mode],
+				(now_us() - shared.t_start_us) / 1e6, delivered, shared.total,
+				PQgetvalue(res, 0, 0),
+				(int64_t) strtoll(PQgetvalue(res, 0, 1), NULL, 10) - reoffered_before,
+				bounces, bar, busy, opt_slots, tty ? "" : "\n");
+		PQclear(res);
+		if (done)
+			break;
+		sleep_us((int64_t) period_ms * 1000);
+	}
+	if (tty)
+		fputc('\n', stderr);
+	PQfinish(conn);
+	return NULL;
+}
+
 /* ---------------------------------------------------------------------
  * main
  * ---------------------------------------------------------------------
@@ -571,7 +630,8 @@ usage(void)
 			"  --csv FILE         write t_ms,busy_slots every 10 ms to FILE\n"
 			"  --hold-slot-through-commit\n"
 			"                     keep the slot until complete() has committed,\n"
-			"                     instead of freeing it when the service ends\n");
+			"                     instead of freeing it when the service ends\n"
+			"  --progress         show a live progress line on stderr\n");
 	exit(2);
 }
 
@@ -601,6 +661,7 @@ parse_args(int argc, char **argv)
 		{"poll-ms", required_argument, NULL, 'p'},
 		{"csv", required_argument, NULL, 'o'},
 		{"hold-slot-through-commit", no_argument, NULL, 'H'},
+		{"progress", no_argument, NULL, 'P'},
 		{NULL, 0, NULL, 0}
 	};
 	int			c;
@@ -648,6 +709,9 @@ parse_args(int argc, char **argv)
 			case 'H':
 				opt_hold_through_commit = true;
 				break;
+			case 'P':
+				opt_progress = true;
+				break;
 			default:
 				usage();
 		}
@@ -683,6 +747,7 @@ main(int argc, char **argv)
 	PGconn	   *ctl;
 	pthread_t  *threads;
 	pthread_t	sampler;
+	pthread_t	progress;
 	FILE	   *csv = NULL;
 	char		sql[256];
 	char	   *topic_lit;
@@ -752,7 +817,9 @@ main(int argc, char **argv)
 	for (i = 0; i < opt_slots; i++)
 		consumer.free_since[i] = shared.t_start_us;
 	pthread_barrier_wait(&start_barrier);
-	if (csv && pthread_create(&sampler, NULL, sampler_main, csv) != 0)
+	if ((csv && pthread_create(&sampler, NULL, sampler_main, csv) != 0) ||
+		(opt_progress &&
+		 pthread_create(&progress, NULL, progress_main, &reoffered_before) != 0))
 	{
 		perror("pthread_create");
 		exit(1);
@@ -765,6 +832,8 @@ main(int argc, char **argv)
 		pthread_join(sampler, NULL);
 		fclose(csv);
 	}
+	if (opt_progress)
+		pthread_join(progress, NULL);
 
 	/* Every dispatcher backend flushed its statistics; the worker does after each transaction. */
 	(void) query_int(ctl, "SELECT count(*) FROM (SELECT pg_stat_clear_snapshot()) s");
