@@ -36,7 +36,7 @@ extern void aw_waiter_rearm(void);
 extern void aw_waiter_leave(void);
 
 /* the wakers' side; both are cheap when nobody waits and never raise */
-extern void aw_waiters_wake(Oid dbid, const char *topic, int64 rows);
+extern int64 aw_waiters_wake(Oid dbid, const char *topic, int64 rows);
 extern void aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence);
 
 /* the worker's side */

@@ -776,11 +776,9 @@ aw_set_confirm(AwKind kind, const char *key, uint64 generation, bool *found)
 		}
 	}
 	LWLockRelease(aw_shared->lock);
-	if (wake_worker)
-	{
+	/* as for a pulse (aw_set_add_slots): a waiter spends it, or the worker */
+	if (wake_worker && aw_waiters_wake(MyDatabaseId, topic_name, 1) == 0)
 		aw_wake_worker(MyDatabaseId);
-		aw_waiters_wake(MyDatabaseId, topic_name, 1);
-	}
 	return woken;
 }
 
@@ -907,8 +905,14 @@ aw_set_forget(const char *key, uint64 generation)
 
 /*
  * A capacity pulse of this database has committed: add its slots to the
- * topic's counter and wake the worker.  A full topic table drops the pulse
- * (the rows keep their fences) and counts it.  Never raises.
+ * topic's counter and have them spent.  A claimer blocked on the topic
+ * spends them itself and claims what they move (outbox.c), which saves the
+ * worker's transaction and a process wake-up between a freed slot and a
+ * claimed row; the worker is woken only when nobody waits.  A waiter that
+ * leaves with slots of its topic unspent wakes the worker
+ * (aw_waiter_leave), so the slots are spent either way.  A full topic
+ * table drops the pulse (the rows keep their fences) and counts it.  Never
+ * raises.
  */
 void
 aw_set_add_slots(const char *topic, int64 slots)
@@ -928,9 +932,8 @@ aw_set_add_slots(const char *topic, int64 slots)
 	else
 		aw_shared->counters.set_full++;
 	LWLockRelease(aw_shared->lock);
-	aw_wake_worker(MyDatabaseId);
-	/* a claimer blocked on the topic can spend the pulse itself, sooner */
-	aw_waiters_wake(MyDatabaseId, topic, 1);
+	if (t == NULL || aw_waiters_wake(MyDatabaseId, topic, 1) == 0)
+		aw_wake_worker(MyDatabaseId);
 }
 
 /*

@@ -244,7 +244,11 @@ aw_waiter_rearm(void)
 /*
  * Leave the registry: at the end of the wait, on error, on cancel and at
  * exit.  A wake that came after the last probe is passed to the next
- * waiter of the topic.  Never raises.
+ * waiter of the topic.  A pulse is handed to a waiter rather than to the
+ * worker (aw_set_add_slots), so if slots of the topic are still unspent
+ * when no waiter is left to pass them to -- this one was cancelled before
+ * its probe spent them, say -- the worker is woken to spend them.  Never
+ * raises.
  */
 void
 aw_waiter_leave(void)
@@ -253,6 +257,7 @@ aw_waiter_leave(void)
 	AwWaitTopic *t;
 	int			procno = -1;
 	int			n = 0;
+	char		topic[AW_TOPIC_MAXLEN + 1];
 
 	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
 	if (w->pid != MyProcPid)
@@ -261,6 +266,7 @@ aw_waiter_leave(void)
 		return;
 	}
 	t = w->topic;
+	strlcpy(topic, t->key.name, sizeof(topic));
 	if (w->queued)
 		dlist_delete(&w->node);
 	if (w->ready)
@@ -274,6 +280,8 @@ aw_waiter_leave(void)
 	pg_atomic_fetch_sub_u32(&aw_wait->n_waiters, 1);
 	LWLockRelease(aw_wait->lock);
 	aw_set_latches(&procno, n);
+	if (n == 0 && aw_set_topic_has_work(topic))
+		aw_wake_worker(MyDatabaseId);
 }
 
 /* Is anybody waiting at all?  Read without the lock (see aw_waiters_wake). */
@@ -288,19 +296,21 @@ aw_anyone_waits(void)
 
 /*
  * rows rows of a topic became claimable (at the COMMIT that made them so):
- * wake that many waiters.  A waiter registers before it probes, and the
- * rows are visible before this runs, so a waiter this misses because the
- * count read zero will see the rows in its probe.
+ * wake that many waiters, and return how many were woken.  A waiter
+ * registers before it probes, and the rows are visible before this runs,
+ * so a waiter this misses because the count read zero will see the rows in
+ * its probe.
  */
-void
+int64
 aw_waiters_wake(Oid dbid, const char *topic, int64 rows)
 {
 	int			procnos[64];
 	int			n;
+	int64		woken = 0;
 	AwWaitTopic *t;
 
 	if (rows <= 0 || !aw_anyone_waits())
-		return;
+		return 0;
 	while (rows > 0)
 	{
 		LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
@@ -308,10 +318,12 @@ aw_waiters_wake(Oid dbid, const char *topic, int64 rows)
 		n = t ? aw_wait_topic_take(t, rows, procnos, lengthof(procnos)) : 0;
 		LWLockRelease(aw_wait->lock);
 		aw_set_latches(procnos, n);
+		woken += n;
 		if (n < (int) lengthof(procnos))
 			break;
 		rows -= n;
 	}
+	return woken;
 }
 
 /*

@@ -25,6 +25,8 @@
 #   (e) a waiter whose backend is terminated leaves the registry, and a new
 #       waiter is still woken;
 #   (g) idle waiters and the idle worker use no CPU (G5);
+#   (l) a pulse handed to a waiter that is cancelled before it spends it
+#       is spent by the worker (G2);
 #   (f) aion_wake.max_wait caps a wait.
 # Each part uses a topic of its own.  Timing assertions are loose: they
 # only tell "woken by the event" from "slept until the wait ended".
@@ -497,6 +499,41 @@ COMMIT;});
 	is(scalar(keys %seen), 10, '(g) ... each with a row of its own');
 	poll_waiters(0, '(g) no waiter is left');
 	$_->quit for @h;
+}
+
+# --- (l) a pulse handed to a waiter that is cancelled before spending it ----
+#
+# A pulse goes to a claimer blocked on its topic, which spends it itself;
+# the worker is woken only when nobody waits.  If that claimer then ends
+# without spending it, its exit must wake the worker (G2).  The waiter is
+# stopped (SIGSTOP) so that the pulse and a cancel both reach it before it
+# runs again; when it resumes, its first step is the cancel.
+
+{
+	$node->safe_psql('postgres', q{
+		SELECT aion_wake.enqueue('l1', '{}', 'l');
+		SELECT aion_wake.park(dispatch_key, '1 hour', lease_token)
+		  FROM aion_wake.claim('l', 1, '30 s');
+	});
+	my ($h, $pid) = session();
+	start_query($h, "SELECT dispatch_key FROM aion_wake.claim('l', 1, '30s', '30s')");
+	poll_waiters(1, '(l) a claimer waits on topic l');
+	ok( $node->poll_query_until('postgres',
+			"SELECT wait_event = 'Extension' FROM pg_stat_activity WHERE pid = $pid"),
+		'(l) ... asleep on its latch');
+	kill 'STOP', $pid;
+	$node->safe_psql('postgres', "SELECT aion_wake.pulse('l', 1)");
+	$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+	kill 'CONT', $pid;
+	my ($out, $err) = finish_query($h);
+	like($err, qr/canceling statement due to user request/,
+		'(l) the waiter was cancelled before it spent the pulse');
+	ok( $node->poll_query_until('postgres',
+			"SELECT parked_at IS NULL AND visible_after <= clock_timestamp() FROM aion_wake.outbox WHERE dispatch_key = 'l1'"
+		),
+		'(l) the pulse is spent all the same: the parked row is re-offered');
+	poll_waiters(0, '(l) no waiter is left');
+	$h->quit;
 }
 
 # --- (f) aion_wake.max_wait caps a wait --------------------------------------
