@@ -399,7 +399,9 @@ aw_parked(PG_FUNCTION_ARGS)
 		values[1] = CStringGetTextDatum(e->topic->key.name);
 		values[2] = Int32GetDatum(e->attempt);
 		values[3] = CStringGetTextDatum(aw_state_name(e->state));
-		values[4] = BoolGetDatum(e->woken || e->state == AW_DUE);
+		/* due and in-flight entries hold a slot: woken, for the reader */
+		values[4] = BoolGetDatum(e->woken || e->state == AW_DUE ||
+								 e->state == AW_IN_FLIGHT);
 		values[5] = TimestampTzGetDatum(e->parked_at);
 		values[6] = TimestampTzGetDatum(e->fence);
 		nulls[6] = (e->key.kind == AW_KIND_UNFENCED);
