@@ -206,7 +206,7 @@ extern uint64 aw_set_generation_of(const char *key);
 extern void aw_set_forget(const char *key, uint64 generation);
 extern bool aw_set_restore(const char *key, const char *topic, int32 attempt,
 						   TimestampTz parked_at, TimestampTz fence);
-extern void aw_set_add_slots(const char *topic, int64 slots);
+extern void aw_set_add_slots(const char *topic, int64 slots, bool to_waiter);
 extern void aw_set_abandon_owned_by_me(void);
 
 /*

@@ -905,17 +905,19 @@ aw_set_forget(const char *key, uint64 generation)
 
 /*
  * A capacity pulse of this database has committed: add its slots to the
- * topic's counter and have them spent.  A claimer blocked on the topic
- * spends them itself and claims what they move (outbox.c), which saves the
- * worker's transaction and a process wake-up between a freed slot and a
- * claimed row; the worker is woken only when nobody waits.  A waiter that
- * leaves with slots of its topic unspent wakes the worker
- * (aw_waiter_leave), so the slots are spent either way.  A full topic
- * table drops the pulse (the rows keep their fences) and counts it.  Never
- * raises.
+ * topic's counter and have them spent.  With to_waiter (pulse() at
+ * COMMIT), a claimer blocked on the topic spends them itself and claims
+ * what they move (outbox.c), which saves the worker's transaction and a
+ * process wake-up between a freed slot and a claimed row; the worker is
+ * woken only when nobody waits.  A waiter that leaves with slots of its
+ * topic unspent wakes the worker (aw_waiter_leave), so the slots are spent
+ * either way.  Without (a raw NOTIFY, received by the worker), the worker,
+ * already awake, spends them: handing them on as well would only make the
+ * two race.  A full topic table drops the pulse (the rows keep their
+ * fences) and counts it.  Never raises.
  */
 void
-aw_set_add_slots(const char *topic, int64 slots)
+aw_set_add_slots(const char *topic, int64 slots, bool to_waiter)
 {
 	AwTopic    *t;
 
@@ -932,7 +934,7 @@ aw_set_add_slots(const char *topic, int64 slots)
 	else
 		aw_shared->counters.set_full++;
 	LWLockRelease(aw_shared->lock);
-	if (t == NULL || aw_waiters_wake(MyDatabaseId, topic, 1) == 0)
+	if (t == NULL || !to_waiter || aw_waiters_wake(MyDatabaseId, topic, 1) == 0)
 		aw_wake_worker(MyDatabaseId);
 }
 

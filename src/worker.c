@@ -361,7 +361,7 @@ aw_handle_raw_pulse(const char *payload)
 	r = aw_parse_pulse(payload, strlen(payload), topic, &slots);
 	if (r == AW_PULSE_OK)
 	{
-		aw_set_add_slots(topic, slots);
+		aw_set_add_slots(topic, slots, false);
 		return;
 	}
 

@@ -247,7 +247,7 @@ aw_xact_callback(XactEvent event, void *arg)
 						aw_set_forget(a->name, a->generation);
 						break;
 					case AW_ACT_PULSE:
-						aw_set_add_slots(a->name, a->count);
+						aw_set_add_slots(a->name, a->count, true);
 						break;
 					case AW_ACT_READY:
 						aw_waiters_wake(MyDatabaseId, a->name, a->count);
