@@ -270,23 +270,20 @@ verdict() {
 }
 touch "$W/.suite_start"
 
-# pg_regress: the Makefile's options, run from the copy; later options win
-# over the Makefile's (outputdir, temp-instance), port is ours.
-echo "== sanitize: pg_regress: $REGRESS"
-rc=0
-(cd "$S" && "$RLIB/lib/pgxs/src/test/regress/pg_regress" --bindir="$RBIN" \
-	$REGRESS_OPTS --outputdir="$OUT/regress" \
-	--temp-instance="$W/tmp/regress" --port=55401 $REGRESS) 2>&1 | tee "$OUT/regress.log" || rc=$?
-if [ -f "$OUT/regress/regression.diffs" ]; then head -200 "$OUT/regress/regression.diffs"; fi
-verdict regress $rc "$(grep -Eo '[0-9]+ of [0-9]+ tests (passed|failed)|All [0-9]+ tests passed' "$OUT/regress.log" | head -1)" "$OUT/regress/log"
-
-echo "== sanitize: isolation: $ISOLATION"
-rc=0
-(cd "$S" && "$RLIB/lib/pgxs/src/test/isolation/pg_isolation_regress" --bindir="$RBIN" \
-	$ISOLATION_OPTS --outputdir="$OUT/isolation" \
-	--temp-instance="$W/tmp/isolation" --port=55402 $ISOLATION) 2>&1 | tee "$OUT/isolation.log" || rc=$?
-if [ -f "$OUT/isolation/regression.diffs" ]; then head -200 "$OUT/isolation/regression.diffs"; fi
-verdict isolation $rc "$(grep -Eo '[0-9]+ of [0-9]+ tests (passed|failed)|All [0-9]+ tests passed' "$OUT/isolation.log" | head -1)" "$OUT/isolation/log"
+# suite NAME DRIVER PORT OPTS TESTS: a pg_regress-style suite with the
+# Makefile's options, run from the copy; later options win over the
+# Makefile's (outputdir, temp-instance), the port is ours.
+suite() {
+	local name=$1 driver=$2 port=$3 opts=$4 tests=$5 rc=0
+	echo "== sanitize: $name: $tests"
+	# shellcheck disable=SC2086
+	(cd "$S" && "$driver" --bindir="$RBIN" $opts --outputdir="$OUT/$name" \
+		--temp-instance="$W/tmp/$name" --port="$port" $tests) 2>&1 | tee "$OUT/$name.log" || rc=$?
+	if [ -f "$OUT/$name/regression.diffs" ]; then head -200 "$OUT/$name/regression.diffs"; fi
+	verdict "$name" $rc "$(grep -Eo '[0-9]+ of [0-9]+ tests (passed|failed)|All [0-9]+ tests passed' "$OUT/$name.log" | head -1)" "$OUT/$name/log"
+}
+suite regress "$RLIB/lib/pgxs/src/test/regress/pg_regress" 55401 "$REGRESS_OPTS" "$REGRESS"
+suite isolation "$RLIB/lib/pgxs/src/test/isolation/pg_isolation_regress" 55402 "$ISOLATION_OPTS" "$ISOLATION"
 
 if [ "$TAP_SEL" != 0 ]; then
 	taps=()
