@@ -13,7 +13,7 @@
 # measurement, not a test: it prints PASS/MISS and exits 0 either way
 # (non-zero only if a run itself fails).
 #
-# It starts a throwaway cluster (initdb in a mktemp directory, Unix socket
+# It starts a throwaway cluster with bench/lib.sh (initdb in a mktemp directory, Unix socket
 # only, fsync and synchronous_commit left on), builds the dispatcher, runs
 # the three modes, writes bench/headline/results/ (a summary and a CSV of
 # busy slots every 10 ms per mode, table.txt) and plots
@@ -40,18 +40,15 @@ SERVICE_MS=${HEADLINE_SERVICE_MS:-20}
 BACKOFF_MS=${HEADLINE_BACKOFF_MS:-1000}
 MODES=${HEADLINE_MODES:-aion fence poll}
 PG_CONFIG=${PG_CONFIG:-pg_config}
-PGBIN=$($PG_CONFIG --bindir)
+PG_BINDIR=$($PG_CONFIG --bindir)
+BENCH_PORT=$PORT
 
-log() { printf '%s  %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-# Run a command as postgres (directly when we are not root).
-as_pg() {
-	if [ "$(id -u)" -eq 0 ]; then
-		runuser -u postgres -- "$@"
-	else
-		"$@"
-	fi
-}
+# the throwaway cluster: bench/lib.sh starts it, and stops and removes it on exit
+# shellcheck source=../lib.sh
+. "$here/../lib.sh"
+log() { bench_log "$@"; }
+as_pg() { bench_as_pg "$@"; }
+sql() { bench_sql "$1"; }
 
 if ! command -v gnuplot >/dev/null; then
 	if [ "$(id -u)" -eq 0 ]; then
@@ -63,21 +60,14 @@ if ! command -v gnuplot >/dev/null; then
 	fi
 fi
 
-tmp=$(mktemp -d /tmp/aion_wake_headline.XXXXXX)
-chmod 700 "$tmp"
-if [ "$(id -u)" -eq 0 ]; then chown postgres "$tmp"; fi
-data=$tmp/data
+# --- the cluster --------------------------------------------------------------
 
-cleanup() {
-	local rc=$?
-	if [ -f "$data/postmaster.pid" ]; then
-		as_pg "$PGBIN/pg_ctl" -D "$data" -m fast -w stop >/dev/null 2>&1 || true
-	fi
-	rm -rf "$tmp"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# 16 dispatcher connections, the control connection, the hand-off probe
+bench_start "max_connections = 100"
+tmp=$BENCH_TMP
+pgversion=$(sql "SHOW server_version")
+[ "$(sql "SELECT worker_pid IS NOT NULL FROM aion_wake.status")" = t ] \
+	|| { echo "run.sh: no aion_wake worker" >&2; exit 1; }
 
 # --- the dispatcher -----------------------------------------------------------
 
@@ -88,39 +78,6 @@ gcc -O2 -Wall -Wextra -Werror -pthread -I"$($PG_CONFIG --includedir)" \
 gcc -O2 -Wall -Wextra -Werror -pthread -I"$($PG_CONFIG --includedir)" \
 	"$here/handoff.c" -L"$($PG_CONFIG --libdir)" -lpq -o "$tmp/handoff"
 chmod 755 "$tmp/dispatcher" "$tmp/handoff"
-
-# --- the cluster --------------------------------------------------------------
-
-as_pg "$PGBIN/initdb" -D "$data" -U postgres -A trust --no-sync -E UTF8 \
-	--locale=C >"$tmp/initdb.log" 2>&1 || { cat "$tmp/initdb.log" >&2; exit 1; }
-cat <<CONF | as_pg tee -a "$data/postgresql.conf" >/dev/null
-# aion_wake headline benchmark cluster
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$tmp'
-max_connections = 100
-shared_preload_libraries = 'aion_wake'
-aion_wake.database = 'postgres'
-log_min_messages = warning
-CONF
-as_pg "$PGBIN/pg_ctl" -D "$data" -l "$tmp/server.log" -w -t 60 start >/dev/null \
-	|| { cat "$tmp/server.log" >&2; exit 1; }
-
-sql() {
-	as_pg "$PGBIN/psql" -h "$tmp" -p "$PORT" -d postgres -X -q -A -t \
-		-v ON_ERROR_STOP=1 -c "$1"
-}
-sql "CREATE EXTENSION aion_wake" >/dev/null
-pgversion=$(sql "SHOW server_version")
-log "cluster up in $tmp (port $PORT, PostgreSQL $pgversion)"
-
-# Wait (bounded) until the worker serves the database.
-for _ in $(seq 1 500); do
-	[ "$(sql "SELECT worker_pid IS NOT NULL FROM aion_wake.status")" = t ] && break
-	sleep 0.02
-done
-[ "$(sql "SELECT worker_pid IS NOT NULL FROM aion_wake.status")" = t ] \
-	|| { echo "run.sh: no aion_wake worker" >&2; exit 1; }
 
 # --- the runs -----------------------------------------------------------------
 
