@@ -18,6 +18,8 @@
 #                           (default prepared: what drivers with statement
 #                           caching do, and the mode in which a function's own
 #                           cost is least hidden by parse/plan time)
+#   BENCH_NICE              nice level of the cluster, psql and pgbench
+#                           (default 0)
 #   PG_BINDIR               PostgreSQL binaries (default: pg_config --bindir)
 
 set -euo pipefail
@@ -31,12 +33,13 @@ BENCH_DIR_SQL=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/sql
 BENCH_TMP=""
 BENCH_DATA=""
 
-# Run a command as the postgres OS user (directly if we already are not root).
+# Run a command as the postgres OS user (directly if we already are not
+# root), at nice level BENCH_NICE (default 0; negative needs root).
 bench_as_pg() {
 	if [ "$(id -u)" -eq 0 ]; then
-		runuser -u postgres -- "$@"
+		nice -n "${BENCH_NICE:-0}" runuser -u postgres -- "$@"
 	else
-		"$@"
+		nice -n "${BENCH_NICE:-0}" "$@"
 	fi
 }
 

@@ -69,67 +69,40 @@ IDLE_WAIT=$((IDLE_SECONDS + 60))
 MAX_WAIT=$((IDLE_WAIT > 120 ? IDLE_WAIT : 120))
 
 NICE=${LAT_NICE:-0}
-# as postgres (when root), at nice level LAT_NICE (negative needs root)
-as_pg() {
-	if [ "$(id -u)" -eq 0 ]; then
-		nice -n "$NICE" runuser -u postgres -- "$@"
-	else
-		nice -n "$NICE" "$@"
-	fi
-}
-log() { printf '%s  %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-tmp=$(mktemp -d /tmp/aion_wake_latency.XXXXXX)
-chmod 700 "$tmp"
-if [ "$(id -u)" -eq 0 ]; then chown postgres "$tmp"; fi
-cleanup() {
-	local rc=$?
-	if [ -f "$tmp/data/postmaster.pid" ]; then
-		as_pg "$PG_BINDIR/pg_ctl" -D "$tmp/data" -m fast -w stop >/dev/null 2>&1 || true
-	fi
-	rm -rf "$tmp"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# the throwaway cluster: bench/lib.sh starts it (at nice level LAT_NICE), and
+# stops and removes it on exit
+BENCH_PORT=$PORT
+BENCH_NICE=$NICE
+BENCH_MAX_PARKED_ROWS=200000
+# shellcheck source=../lib.sh
+. "$here/../lib.sh"
+as_pg() { bench_as_pg "$@"; }
+log() { bench_log "$@"; }
 
 # what is measured: the library the cluster loads at start
 version="tree at $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), library installed $(date -u -r "$(pg_config --pkglibdir)/aion_wake.so" '+%Y-%m-%d %H:%M UTC')"
+
+# --- cluster ---------------------------------------------------------------
+# PostgreSQL leaves the authentication_timeout timer armed after a backend
+# has started; it fires once, authentication_timeout later, and its SIGALRM
+# sets the latch of a backend sleeping in claim(wait).  Keep that one stray
+# wake out of the idle window (section 4 starts it after this has passed).
+# The idle section blocks IDLE_WAITERS claimers at once.
+bench_start "max_connections = $((IDLE_WAITERS + 20))" "aion_wake.max_wait = '${MAX_WAIT}s'" \
+	"track_wal_io_timing = on" "authentication_timeout = '2s'"
+tmp=$BENCH_TMP
 
 # --- build -----------------------------------------------------------------
 gcc -O2 -Wall -Wextra -Werror -pthread -I"$(pg_config --includedir)" \
 	-o "$tmp/latency" "$here/latency.c" -L"$(pg_config --libdir)" -lpq
 chmod 755 "$tmp/latency"
 
-# --- cluster ---------------------------------------------------------------
-as_pg "$PG_BINDIR/initdb" -D "$tmp/data" -U postgres -A trust -E UTF8 --locale=C \
-	>"$tmp/initdb.log" 2>&1 || { cat "$tmp/initdb.log" >&2; exit 1; }
-cat <<CONF | as_pg tee -a "$tmp/data/postgresql.conf" >/dev/null
-# aion_wake latency benchmark
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$tmp'
-shared_preload_libraries = 'aion_wake'
-aion_wake.database = 'postgres'
-aion_wake.max_parked_rows = 200000
-aion_wake.max_wait = '${MAX_WAIT}s'
-log_min_messages = warning
-track_wal_io_timing = on
-# PostgreSQL leaves the authentication_timeout timer armed after a backend
-# has started; it fires once, authentication_timeout later, and its SIGALRM
-# sets the latch of a backend sleeping in claim(wait).  Keep that one stray
-# wake out of the idle window (section 4 starts it after this has passed).
-authentication_timeout = '2s'
-CONF
-as_pg "$PG_BINDIR/pg_ctl" -D "$tmp/data" -l "$tmp/server.log" -w -t 60 start >/dev/null \
-	|| { cat "$tmp/server.log" >&2; exit 1; }
-
 export PGHOST=$tmp PGPORT=$PORT PGDATABASE=postgres PGUSER=postgres
 sql() { as_pg env PGHOST="$tmp" PGPORT="$PORT" "$PG_BINDIR/psql" -d postgres -U postgres -X -q -A -t -v ON_ERROR_STOP=1 -c "$1"; }
 LAT_PGOPTIONS=""
 lat() { as_pg env PGHOST="$tmp" PGPORT="$PORT" PGDATABASE=postgres PGUSER=postgres PGOPTIONS="$LAT_PGOPTIONS" "$tmp/latency" "$@"; }
 
-sql "CREATE EXTENSION aion_wake"
 # the worker listens once it sees the extension; wait for it (bounded)
 for _ in $(seq 1 500); do
 	[ "$(sql "SELECT listening FROM aion_wake.status")" = t ] && break
