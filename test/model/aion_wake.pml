@@ -7,7 +7,8 @@
  * interleavings -- a pulse landing while a park is pending, a park racing a
  * re-offer, a rollback racing the worker -- that SQL tests hit only by luck.
  * Here spin tries every interleaving of two dispatchers, the worker, a pulse
- * source and a clock over one topic and NR rows, and checks:
+ * source and a clock (and, with WAITER, a claimer blocked on the topic) over
+ * one topic and NR rows, and checks:
  *
  *   G3  the worker never takes an entry whose fence is not committed, and
  *       its compare-and-set only moves the committed fence version it took,
@@ -15,13 +16,17 @@
  *       the worker's CAS step).
  *   G2a every slot of every pulse is always somewhere: the topic counter, a
  *       credit, an entry holding it (woken pending, due), a take of the
- *       worker; it leaves only by moving a row or by its credit expiring
- *       (monitor g2_conserved).
+ *       worker or the claimer; it leaves only by moving a row or by its
+ *       credit expiring (monitor g2_conserved).
  *   G2b in a quiescent state (no transaction open, the worker idle with
  *       nothing to spend) there is never a live credit beside a row whose
  *       committed state is parked with its fence still ahead: that slot is
  *       stranded, the credit expires and the row sleeps out its fence
- *       (monitor g2_stranded).
+ *       (monitor g2_stranded).  With WAITER, quiescent means nobody awake
+ *       (the worker's latch, a retry timer, the claimer woken, in a probe or
+ *       leaving), and unspent slots on the counter, or a due entry, strand
+ *       as a credit does: a pulse handed to a claimer that then left
+ *       without spending it must still reach the worker.
  *   and no deadlock (spin's invalid end state check).
  *
  * Each atomic step is one hold of the set lock, one SQL statement or one
@@ -31,14 +36,18 @@
  * callback (confirm, abandon, forget) is a later step, as in PostgreSQL
  * (CallXactCallbacks runs after ProcArrayEndTransaction).
  *
- * The model follows the code as of commit 8ff7e2f, which has the fixes of
- * the findings F1-F7 this model made (README.md): a forget removes only the
- * entry of the generation its statement saw under the row lock (F1); a
- * re-offer that finds its row locked keeps the slot on the entry, now DUE
- * with a retry time (F2); a rollback of park() puts back, as CONFIRMED, the
- * row's previous park, which park()'s own UPDATE reads from the row it
- * locks, whatever the set held (F3, F4, F5, F7); an entry put back takes a
- * live credit and becomes DUE, as its confirm would have (F6).
+ * The model follows the code as of commit 8293a0a (src/ has not changed
+ * since), which has the fixes of the findings F1-F7 this model made
+ * (README.md): a forget removes only the entry of the generation its
+ * statement saw under the row lock (F1); a re-offer that finds its row
+ * locked keeps the slot on the entry, now DUE with a retry time (F2); a
+ * rollback of park() puts back, as CONFIRMED, the row's previous park,
+ * which park()'s own UPDATE reads from the row it locks, whatever the set
+ * held (F3, F4, F5, F7); an entry put back takes a live credit and becomes
+ * DUE, as its confirm would have (F6).  Since ac5398d and 8293a0a a
+ * committed pulse() is handed to a claimer blocked on the topic rather than
+ * waking the worker, and a claimer that leaves with the topic's work
+ * unspent wakes the worker: that is modelled with WAITER (below).
  *
  * Options (spin -D...):
  *   NR=2          two rows instead of one (a much larger state space)
@@ -48,6 +57,16 @@
  *   NO_RETOUCH    a lease holder writes (park, fail) only a row that is not
  *                 parked: the plain claim -> park flow, no re-park and no
  *                 fail/complete of a row that is parked
+ *   WAITER        one claim(wait) blocked on the topic, and the worker's
+ *                 latch: a committed pulse() and a confirm that makes an
+ *                 entry due are handed to the claimer if it is queued
+ *                 (aw_waiters_wake), else wake the worker; the claimer
+ *                 spends the slots with the worker's own round
+ *                 (reoffer_round, as aw_claim_probe calls
+ *                 aw_reoffer_round), or leaves without (cancelled after the
+ *                 wake, or it found a row mid-probe), and aw_waiter_leave
+ *                 then wakes the worker if the topic has work.  run.sh
+ *                 checks it with NPULSE=1 MAXOPS1=2 (10 M states).
  * Mutants, each must be rejected:
  *   MUTANT_M1     park() enters the set as CONFIRMED before its fence
  *                 commits (no pending state)
@@ -64,6 +83,9 @@
  *                 rolled back is dropped (the code of 7fea0b6: finding F7)
  *   MUTANT_M6     an entry put back by a rollback does not take a live
  *                 credit (the code before 7fea0b6: finding F6)
+ *   MUTANT_M7     (with WAITER) a claimer that leaves does not wake the
+ *                 worker when the topic still has work (the hand-off of
+ *                 ac5398d without the hook it added to aw_waiter_leave)
  *
  * Copyright (c) 2026, aion_wake authors
  */
@@ -97,8 +119,17 @@
 #define DUE       3
 #define INFLIGHT  4
 
-/* lock holders: 0 free, 1..2 dispatchers, WORKER */
+/* lock holders: 0 free, 1..2 dispatchers, WORKER, the blocked claimer */
 #define WORKER  3
+#define WAITER_H 4
+
+/* who runs a re-offer round: the worker (0) or, with WAITER, a blocked claimer (1) */
+#ifdef WAITER
+#define NT      2
+#else
+#define NT      1
+#endif
+#define TK(t, r)  ((t) * NR + (r))
 
 /* re-offer outcomes (AwTakeOutcome) */
 #define O_NONE   0
@@ -162,11 +193,11 @@ bool in_work = false;   /* on the worker's work list */
 #define is_due(r)   (e_state[r] == DUE)
 #define due_now(r)  (e_state[r] == DUE && !e_retry[r])
 
-/* ---- the worker's takes (AwTake[]) ---- */
-bool tk_valid[NR];
-byte tk_gen[NR];
-byte tk_ver[NR];
-byte tk_out[NR];
+/* ---- the takes (AwTake[]) of the worker, TK(0, r), and the claimer, TK(1, r) ---- */
+bool tk_valid[NT * NR];
+byte tk_gen[NT * NR];
+byte tk_ver[NT * NR];
+byte tk_out[NT * NR];
 
 /* ---- each dispatcher's transaction (index 1, 2) ---- */
 bool busy[3];           /* inside a transaction or its callback */
@@ -181,6 +212,19 @@ byte d_sv_pat[3];
 byte d_fgen[3];         /* claim, fail: generation to forget at commit (0: none) */
 bool w_busy = false;    /* the worker is in a round */
 
+#ifdef WAITER
+/* ---- WAITER: the worker's latch and one claimer blocked on the topic ---- */
+bool w_latch = false;   /* the worker's latch is set (aw_wake_worker) */
+bool q_reg = false;     /* registered (aw_waiter_register .. aw_waiter_leave) */
+bool q_queued = false;  /* on the topic's queue: a wake can take it */
+bool q_ready = false;   /* a wake took it (its latch is set) */
+bool q_busy = false;    /* in a probe, leaving, or its transaction not yet committed */
+bool p_hand = false;    /* a committed pulse(): slots added, the hand-off not yet done */
+#define WAKE_WORKER   w_latch = true
+#else
+#define WAKE_WORKER   skip
+#endif
+
 /* ---- ghosts ---- */
 byte g_live = 0;        /* slots received, not yet spent on a moved row or expired */
 byte pulses = 0;
@@ -190,14 +234,22 @@ byte pulses = 0;
 /* aw_entry_holds_slot() */
 #define holds_slot(r)     ((e_state[r] == PENDING && e_woken[r]) || e_state[r] == DUE)
 
+/* does a take of row r refer to version (generation) x? */
+#ifdef WAITER
+#define TK_REFS(r, a, x) \
+	((tk_valid[TK(0, r)] && x == a[TK(0, r)]) || (tk_valid[TK(1, r)] && x == a[TK(1, r)]))
+#else
+#define TK_REFS(r, a, x) (tk_valid[r] && x == a[r])
+#endif
+
 /* is version v of row r referred to by anything? */
 #define ver_used(r, v) \
 	(v == c_ver[r] || (lockr[r] != 0 && v == u_ver[r]) || \
-	 (e_state[r] != NONE && v == e_ver[r]) || (tk_valid[r] && v == tk_ver[r]) || \
+	 (e_state[r] != NONE && v == e_ver[r]) || TK_REFS(r, tk_ver, v) || \
 	 (busy[1] && d_row[1] == r && d_sv_valid[1] && v == d_sv_ver[1]) || \
 	 (busy[2] && d_row[2] == r && d_sv_valid[2] && v == d_sv_ver[2]))
 #define gen_used(r, g) \
-	((e_state[r] != NONE && g == e_gen[r]) || (tk_valid[r] && g == tk_gen[r]) || \
+	((e_state[r] != NONE && g == e_gen[r]) || TK_REFS(r, tk_gen, g) || \
 	 (busy[1] && d_row[1] == r && (g == d_gen[1] || g == d_fgen[1])) || \
 	 (busy[2] && d_row[2] == r && (g == d_gen[2] || g == d_fgen[2])))
 
@@ -261,6 +313,25 @@ inline give_back_slot()
 	slots++;
 	in_work = true
 }
+
+#ifdef WAITER
+/*
+ * aw_waiters_wake(topic, 1) after a committed pulse() or a confirm that
+ * made an entry due: the queued claimer is taken off the queue and made
+ * ready; if none is queued (0 woken), aw_wake_worker()
+ */
+inline hand_or_wake()
+{
+	if
+	:: q_queued ->
+		q_queued = false; q_ready = true;
+		printf("MSC:    ... handed to the blocked claimer (Q ready)\n")
+	:: else ->
+		WAKE_WORKER;
+		printf("MSC:    ... nobody queued: wake the worker\n")
+	fi
+}
+#endif
 
 /* aw_entry_remove(e, give_back) */
 inline entry_remove(r, give_back)
@@ -383,6 +454,9 @@ inline set_confirm(r, d)
 		e_owner[r] = 0;
 		if
 		:: inherit -> e_state[r] = DUE; in_work = true;
+#ifdef WAITER
+			hand = true;    /* after the set lock: hand_or_wake() */
+#endif
 			printf("MSC: D%d set: confirm gen %d: woken or credit, entry due\n", d, d_gen[d])
 		:: else -> e_state[r] = CONFIRMED;
 			printf("MSC: D%d set: confirm gen %d: entry confirmed\n", d, d_gen[d])
@@ -428,7 +502,7 @@ inline put_confirmed(r, d)
 			:: credit == 0 -> credit_until = 0
 			:: else -> skip
 			fi;
-			e_state[r] = DUE; in_work = true;
+			e_state[r] = DUE; in_work = true; WAKE_WORKER;
 			printf("MSC: D%d set: the restored entry takes a credit: due\n", d)
 		:: else -> skip
 		fi
@@ -447,6 +521,12 @@ inline set_abandon(r, d)
 	if
 	:: e_state[r] != NONE && e_state[r] != INFLIGHT && e_gen[r] == d_gen[d] ->
 		printf("MSC: D%d set: abandon gen %d (its slot back to the counter %d)\n", d, d_gen[d], holds_slot(r));
+#ifdef WAITER
+		if
+		:: holds_slot(r) -> WAKE_WORKER
+		:: else -> skip
+		fi;
+#endif
 		entry_remove(r, true);
 		inherit = true      /* removed */
 	:: else ->
@@ -476,6 +556,12 @@ inline set_forget(r, d)
 	:: d_fgen[d] != 0 && e_state[r] != NONE && e_state[r] != INFLIGHT && e_gen[r] == d_fgen[d] ->
 		printf("MSC: D%d set: forget gen %d: entry (fence v%d) removed, its slot back %d\n",
 		       d, e_gen[r], e_ver[r], holds_slot(r));
+#ifdef WAITER
+		if
+		:: holds_slot(r) -> WAKE_WORKER
+		:: else -> skip
+		fi;
+#endif
 		entry_remove(r, true)
 	:: d_fgen[d] != 0 && !(e_state[r] != NONE && e_state[r] != INFLIGHT && e_gen[r] == d_fgen[d]) ->
 		printf("MSC: D%d set: forget gen %d: not found or in flight\n", d, d_fgen[d])
@@ -483,16 +569,16 @@ inline set_forget(r, d)
 	fi
 }
 
-/* aw_take_entry() */
-inline take_one(r)
+/* aw_take_entry(), by taker t (who: 'W' the worker, 'Q' the claimer) */
+inline take_one(t, who, r)
 {
-	printf("MSC: W take row %d, fence v%d (in flight)\n", r, e_ver[r]);
+	printf("MSC: %c take row %d, fence v%d (in flight)\n", who, r, e_ver[r]);
 	/* G3: never act on a park whose fence is not committed */
 	assert(committed(r, e_ver[r]));
-	tk_valid[r] = true;
-	tk_gen[r] = e_gen[r];
-	tk_ver[r] = e_ver[r];
-	tk_out[r] = O_NONE;
+	tk_valid[TK(t, r)] = true;
+	tk_gen[TK(t, r)] = e_gen[r];
+	tk_ver[TK(t, r)] = e_ver[r];
+	tk_out[TK(t, r)] = O_NONE;
 	e_state[r] = INFLIGHT;
 	n++
 }
@@ -506,8 +592,8 @@ inline take_one(r)
 #define pfirst_row 0
 #endif
 
-/* aw_take_topic(), for a topic on the work list */
-inline take_topic()
+/* aw_take_topic(), by taker t (the worker, for a topic on the work list) */
+inline take_topic(t, who)
 {
 	n = 0;
 	/*
@@ -518,14 +604,14 @@ inline take_topic()
 	for (i : 0 .. NR - 1) {
 		if
 		:: e_state[i] == DUE && e_ft[i] <= now ->
-			printf("MSC: W due entry of row %d: fence passed, its slot back to the counter\n", i);
+			printf("MSC: %c due entry of row %d: fence passed, its slot back to the counter\n", who, i);
 			entry_remove(i, true)
-		:: e_state[i] == DUE && e_ft[i] > now && !e_retry[i] -> take_one(i)
+		:: e_state[i] == DUE && e_ft[i] > now && !e_retry[i] -> take_one(t, who, i)
 		:: else -> skip
 		fi
 	}
 	k = slots;
-	printf("MSC: W spend %d slot(s)\n", k);
+	printf("MSC: %c spend %d slot(s)\n", who, k);
 	/* 1. confirmed entries, oldest park first */
 	f = first_row;
 	for (j : 0 .. NR - 1) {
@@ -538,7 +624,7 @@ inline take_topic()
 		:: e_state[i] == CONFIRMED && !skipped(i) ->
 			if
 			:: e_ft[i] <= now -> entry_remove(i, false)    /* fence passed: no slot needed */
-			:: else -> take_one(i); k--
+			:: else -> take_one(t, who, i); k--
 			fi
 		:: else -> skip
 		fi
@@ -555,7 +641,7 @@ inline take_topic()
 		if
 		:: e_state[i] == PENDING && !e_woken[i] ->
 			e_woken[i] = true; k--;
-			printf("MSC: W mark the pending entry of row %d woken\n", i)
+			printf("MSC: %c mark the pending entry of row %d woken\n", who, i)
 		:: else -> skip
 		fi
 	}
@@ -564,12 +650,12 @@ inline take_topic()
 	:: k > 0 ->
 		credit = credit + k;
 		credit_until = now + CREDIT;
-		printf("MSC: W %d slot(s) become credit\n", k)
+		printf("MSC: %c %d slot(s) become credit\n", who, k)
 	:: else -> skip
 	fi;
 #else
 	if
-	:: k > 0 -> printf("MSC: W %d slot(s) dropped (M3)\n", k)
+	:: k > 0 -> printf("MSC: %c %d slot(s) dropped (M3)\n", who, k)
 	:: else -> skip
 	fi;
 #endif
@@ -590,8 +676,15 @@ end:	do
 	:: pulses < NPULSE ->
 		d_step {
 			pulses++; slots = slots + KSLOTS; g_live = g_live + KSLOTS; in_work = true;
+#ifdef WAITER
+			p_hand = true;
+#endif
 			printf("MSC: P pulse of %d slot(s)\n", KSLOTS)
 		}
+#ifdef WAITER
+		/* after the set lock: a blocked claimer spends it, or the worker */
+		d_step { hand_or_wake(); p_hand = false }
+#endif
 	:: pulses >= NPULSE -> break
 	od
 }
@@ -648,6 +741,9 @@ proctype dispatcher(byte d; byte maxops)
 	byte r = 0;
 	byte tmp = 0;
 	bool inherit = false;
+#ifdef WAITER
+	bool hand = false;      /* the confirm made the entry due: hand_or_wake() */
+#endif
 
 end:	do
 	:: ops < maxops ->
@@ -724,9 +820,18 @@ end:	do
 				commit_row(r)
 			   };
 				/* ... then the COMMIT callback: aw_set_confirm() */
+#ifdef WAITER
+				d_step { set_confirm(r, d) };
+				d_step {
+					if
+					:: hand -> hand_or_wake(); hand = false
+					:: else -> skip
+					fi;
+#else
 				d_step {
 #ifndef MUTANT_M1
 					set_confirm(r, d);
+#endif
 #endif
 					d_gen[d] = 0; d_sv_valid[d] = false; d_sv_ver[d] = 0; d_sv_ft[d] = 0;
 #if NR == 2
@@ -785,11 +890,141 @@ end:	do
 }
 
 /*
+ * aw_reoffer_round(), by taker t holding rows as holder (who: 'W' the
+ * worker, 'Q' the blocked claimer; onlist: the worker takes only a topic on
+ * the work list, a claimer names its topic): take under the set lock, the
+ * compare-and-set UPDATE (row by row, skipping locked rows), the SELECT
+ * that tells locked rows from stale ones, settle under the set lock; again
+ * until a take finds nothing.  The rows it moved stay locked by the
+ * caller's transaction until commit_round().
+ */
+inline reoffer_round(t, holder, who, onlist)
+{
+	do
+	:: d_step {
+		/* aw_set_take() */
+		if
+		:: onlist -> take_topic(t, who)
+		:: else -> n = 0
+		fi
+	   };
+		if
+		:: n == 0 -> break
+		:: else -> skip
+		fi;
+		/* aw_reoffer_execute(): the compare-and-set UPDATE, row by row */
+		for (i : 0 .. NR - 1) {
+			d_step {
+				if
+				:: tk_valid[TK(t, i)] && lockr[i] != 0 ->
+					printf("MSC: %c CAS row %d: locked by %c%d, skipped\n", who, i,
+					       (lockr[i] == WAITER_H -> 'Q' : (lockr[i] == WORKER -> 'W' : 'D')), lockr[i])
+#ifdef MUTANT_M2
+				:: tk_valid[TK(t, i)] && lockr[i] == 0 ->
+#else
+				:: tk_valid[TK(t, i)] && lockr[i] == 0 && c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now ->
+#endif
+					printf("MSC: %c CAS row %d: moves v%d (it took v%d)\n", who, i, c_ver[i], tk_ver[TK(t, i)]);
+					/* G3: only the committed fence it parked, still ahead, no other writer */
+					assert(lockr[i] == 0 && c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now);
+					lockr[i] = holder;
+					new_ver(i, tmp); u_ver[i] = tmp; tmp = 0;
+					u_ft[i] = now;
+					u_parked[i] = false;
+					u_tok[i] = c_tok[i];
+					tk_out[TK(t, i)] = O_MOVED
+				:: tk_valid[TK(t, i)] -> printf("MSC: %c CAS row %d: fence changed or passed, no match\n", who, i)
+				:: else -> skip
+				fi
+			}
+		}
+		i = 0;
+		/* rows not moved but still parked at their fence were locked */
+		for (i : 0 .. NR - 1) {
+			d_step {
+				if
+				:: tk_valid[TK(t, i)] && tk_out[TK(t, i)] == O_NONE ->
+					if
+					:: c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now -> tk_out[TK(t, i)] = O_LOCKED
+					:: else -> tk_out[TK(t, i)] = O_STALE
+					fi
+				:: else -> skip
+				fi
+			}
+		}
+		i = 0;
+		/* aw_set_settle(); a slot given back or a retry wakes the worker */
+		d_step {
+			for (i : 0 .. NR - 1) {
+				if
+				:: tk_valid[TK(t, i)] ->
+					if
+					:: tk_out[TK(t, i)] == O_MOVED ->
+						g_live--;
+						if
+						:: e_state[i] == INFLIGHT && e_gen[i] == tk_gen[TK(t, i)] -> entry_remove(i, false)
+						:: else -> skip
+						fi;
+						printf("MSC: %c settle row %d: moved, entry gone\n", who, i)
+					:: tk_out[TK(t, i)] == O_LOCKED && e_state[i] == INFLIGHT && e_gen[i] == tk_gen[TK(t, i)] ->
+#ifndef MUTANT_M4
+						/* the entry keeps its slot: DUE, retried at retry_at */
+						e_state[i] = DUE; e_retry[i] = true; in_work = true; WAKE_WORKER;
+						printf("MSC: %c settle row %d: locked: the entry keeps its slot, due for a retry\n", who, i)
+#else
+						/* M4 (the old code): the slot goes back, the round skips the entry */
+						give_back_slot(); WAKE_WORKER;
+						e_skip[i] = true; e_state[i] = CONFIRMED;
+						printf("MSC: %c settle row %d: locked: slot back to the counter, entry confirmed, skipped this round (M4)\n", who, i)
+#endif
+					:: else ->
+						give_back_slot(); WAKE_WORKER;
+						if
+						:: e_state[i] == INFLIGHT && e_gen[i] == tk_gen[TK(t, i)] ->
+							entry_remove(i, false);
+							printf("MSC: %c settle row %d: stale: slot back to the counter, entry dropped\n", who, i)
+						:: else ->
+							printf("MSC: %c settle row %d: not moved, entry replaced meanwhile: slot back to the counter\n", who, i)
+						fi
+					fi;
+					tk_valid[TK(t, i)] = false;
+					tk_gen[TK(t, i)] = 0; tk_ver[TK(t, i)] = 0; tk_out[TK(t, i)] = O_NONE
+				:: else -> skip
+				fi
+			}
+			i = 0
+		}
+	od
+}
+
+/* COMMIT of the transaction that ran a round: the rows it moved become visible */
+inline commit_round(holder, who)
+{
+	for (i : 0 .. NR - 1) {
+		if
+		:: lockr[i] == holder ->
+			printf("MSC: %c COMMIT: row %d re-offered (v%d, visible)\n", who, i, u_ver[i]);
+			commit_row(i)
+		:: else -> skip
+		fi
+	}
+	i = 0
+}
+
+/* the worker's round: its topic is on the work list, and it has work */
+#define round_due  (in_work && (slots > 0 || any_row(due_now) || !any_row(is_due)))
+
+/*
  * The worker: aw_worker_spend() -> aw_reoffer_round(), and aw_set_expire().
- * A round is one transaction: take under the set lock, the compare-and-set
- * UPDATE (row by row, skipping locked rows), the SELECT that tells locked
- * rows from stale ones, settle under the set lock; again until a take
- * finds nothing; then COMMIT.
+ * A round is one transaction: reoffer_round(), then COMMIT.
+ *
+ * Without WAITER every change that puts the topic on the work list wakes
+ * the worker, so it starts a round whenever the topic is on the list.
+ * With WAITER a committed pulse() or a confirm that makes an entry due is
+ * handed to the blocked claimer instead (aw_set_add_slots, aw_set_confirm),
+ * so the worker's latch is modelled: it starts a round only when woken
+ * (aw_wake_worker, or the timer of a retry time), and a wake that finds
+ * nothing to do is consumed.
  */
 active proctype worker()
 {
@@ -807,124 +1042,36 @@ end:	do
 		 * entries before their retry time (the worker sleeps until
 		 * aw_set_next_retry())
 		 */
-		(in_work && (slots > 0 || any_row(due_now) || !any_row(is_due))) -> w_busy = true;
+#ifdef WAITER
+		/* ResetLatch(); aw_worker_has_work() */
+		(w_latch && round_due) -> w_latch = false; w_busy = true;
+#else
+		round_due -> w_busy = true;
+#endif
 #ifdef MUTANT_M4
 		/* aw_set_new_round(): entries skipped by an earlier round are not skipped */
 		for (i : 0 .. NR - 1) { e_skip[i] = false }
 #endif
 		i = 0
 	   };
-		do
-		:: d_step {
-			/* aw_set_take(): only a topic on the work list */
-			if
-			:: in_work -> take_topic()
-			:: else -> n = 0
-			fi
-		   };
-			if
-			:: n == 0 -> break
-			:: else -> skip
-			fi;
-			/* aw_reoffer_execute(): the compare-and-set UPDATE, row by row */
-			for (i : 0 .. NR - 1) {
-				d_step {
-					if
-					:: tk_valid[i] && lockr[i] != 0 ->
-						printf("MSC: W CAS row %d: locked by D%d, skipped\n", i, lockr[i])
-#ifdef MUTANT_M2
-					:: tk_valid[i] && lockr[i] == 0 ->
-#else
-					:: tk_valid[i] && lockr[i] == 0 && c_ver[i] == tk_ver[i] && c_parked[i] && c_ft[i] > now ->
-#endif
-						printf("MSC: W CAS row %d: moves v%d (it took v%d)\n", i, c_ver[i], tk_ver[i]);
-						/* G3: only the committed fence it parked, still ahead, no other writer */
-						assert(lockr[i] == 0 && c_ver[i] == tk_ver[i] && c_parked[i] && c_ft[i] > now);
-						lockr[i] = WORKER;
-						new_ver(i, tmp); u_ver[i] = tmp; tmp = 0;
-						u_ft[i] = now;
-						u_parked[i] = false;
-						u_tok[i] = c_tok[i];
-						tk_out[i] = O_MOVED
-					:: tk_valid[i] -> printf("MSC: W CAS row %d: fence changed or passed, no match\n", i)
-					:: else -> skip
-					fi
-				}
-			}
-			i = 0;
-			/* rows not moved but still parked at their fence were locked */
-			for (i : 0 .. NR - 1) {
-				d_step {
-					if
-					:: tk_valid[i] && tk_out[i] == O_NONE ->
-						if
-						:: c_ver[i] == tk_ver[i] && c_parked[i] && c_ft[i] > now -> tk_out[i] = O_LOCKED
-						:: else -> tk_out[i] = O_STALE
-						fi
-					:: else -> skip
-					fi
-				}
-			}
-			i = 0;
-			/* aw_set_settle() */
-			d_step {
-				for (i : 0 .. NR - 1) {
-					if
-					:: tk_valid[i] ->
-						if
-						:: tk_out[i] == O_MOVED ->
-							g_live--;
-							if
-							:: e_state[i] == INFLIGHT && e_gen[i] == tk_gen[i] -> entry_remove(i, false)
-							:: else -> skip
-							fi;
-							printf("MSC: W settle row %d: moved, entry gone\n", i)
-						:: tk_out[i] == O_LOCKED && e_state[i] == INFLIGHT && e_gen[i] == tk_gen[i] ->
-#ifndef MUTANT_M4
-							/* the entry keeps its slot: DUE, retried at retry_at */
-							e_state[i] = DUE; e_retry[i] = true; in_work = true;
-							printf("MSC: W settle row %d: locked: the entry keeps its slot, due for a retry\n", i)
-#else
-							/* M4 (the old code): the slot goes back, the round skips the entry */
-							give_back_slot();
-							e_skip[i] = true; e_state[i] = CONFIRMED;
-							printf("MSC: W settle row %d: locked: slot back to the counter, entry confirmed, skipped this round (M4)\n", i)
-#endif
-						:: else ->
-							give_back_slot();
-							if
-							:: e_state[i] == INFLIGHT && e_gen[i] == tk_gen[i] ->
-								entry_remove(i, false);
-								printf("MSC: W settle row %d: stale: slot back to the counter, entry dropped\n", i)
-							:: else ->
-								printf("MSC: W settle row %d: not moved, entry replaced meanwhile: slot back to the counter\n", i)
-							fi
-						fi;
-						tk_valid[i] = false;
-						tk_gen[i] = 0; tk_ver[i] = 0; tk_out[i] = O_NONE
-					:: else -> skip
-					fi
-				}
-				i = 0
-			}
-		od;
+		reoffer_round(0, WORKER, 'W', in_work);
 		skip;   /* spin: a break may not jump straight into a d_step */
 		/* COMMIT of the round: the rows it moved become visible */
 		d_step {
-			for (i : 0 .. NR - 1) {
-				if
-				:: lockr[i] == WORKER ->
-					printf("MSC: W COMMIT: row %d re-offered (v%d, visible)\n", i, u_ver[i]);
-					commit_row(i)
-				:: else -> skip
-				fi
-			}
+			commit_round(WORKER, 'W');
 #ifdef MUTANT_M4
 			for (i : 0 .. NR - 1) { e_skip[i] = false }
+			i = 0;
 #endif
-			i = 0; n = 0;
+			n = 0;
 			w_busy = false
 		}
+#ifdef WAITER
+	:: d_step {
+		/* woken with nothing to do: the latch is reset, back to sleep */
+		(w_latch && !round_due) -> w_latch = false
+	   }
+#endif
 	:: d_step {
 		/* aw_set_expire(): drop confirmed entries whose fence has passed */
 		(!w_busy && ((e_state[0] == CONFIRMED && e_ft[0] <= now)
@@ -945,7 +1092,8 @@ end:	do
 	:: d_step {
 		/*
 		 * the retry time of a due entry that found its row locked passes
-		 * (5 ms and doubling, far below a tick of the clock: at any moment)
+		 * (5 ms and doubling, far below a tick of the clock: at any moment);
+		 * with WAITER, the worker's timer sets its latch
 		 */
 		(e_retry[0]
 #if NR == 2
@@ -957,10 +1105,103 @@ end:	do
 #if NR == 2
 		:: e_retry[1] -> e_retry[1] = false; printf("MSC: W retry time of row 1\n")
 #endif
-		fi
+		fi;
+		WAKE_WORKER
 	   }
 	od
 }
+
+#ifdef WAITER
+/*
+ * WAITER: one claim(wait => ...) blocked on the topic (src/outbox.c
+ * aw_claim_wait, src/waiters.c).  It registers (queued), then repeats:
+ * ResetLatch and aw_waiter_rearm() (queued again, not ready); the probe,
+ * aw_claim_probe(): if the topic has work (aw_set_topic_has_work: slots or
+ * due entries), the same aw_reoffer_round() as the worker, for its topic,
+ * in its own (sub)transaction; then aw_claim_once(), which finds the rows
+ * the round moved, or (nondeterministically) some other row of the topic;
+ * if it found nothing, sleep until a wake makes it ready, or give up
+ * (cancel, statement_timeout, the wait's end: at any moment while it
+ * sleeps, also after a wake and before its probe).  Then
+ * aw_waiter_leave(): off the queue, unregistered, a wake it holds passed
+ * to the next waiter (there is none here); then, without a waiter to pass
+ * it to, if the topic has work, wake the worker (MUTANT_M7: it does not).
+ * Then its transaction commits: the rows its round moved become visible
+ * (claiming them is left out: the rows are then simply not parked).
+ */
+active proctype waiter()
+{
+	byte n = 0;
+	byte k = 0;
+	byte i = 0;
+	byte j = 0;
+	byte f = 0;
+	byte tmp = 0;
+
+	/* aw_waiter_register() */
+	d_step {
+		q_reg = true; q_queued = true;
+		printf("MSC: Q claim(wait): registered, queued\n")
+	};
+	do
+	:: d_step {
+		/* ResetLatch(); aw_waiter_rearm() */
+		q_busy = true; q_ready = false; q_queued = true;
+		printf("MSC: Q probe\n")
+	   };
+		/* aw_claim_probe(): aw_set_topic_has_work(), then the round */
+		if
+		:: (slots > 0 || any_row(is_due)) -> reoffer_round(1, WAITER_H, 'Q', true)
+		:: else -> skip
+		fi;
+		/* aw_claim_once(): the rows it moved, or another row */
+		if
+		:: lockr[0] == WAITER_H
+#if NR == 2
+		   || lockr[1] == WAITER_H
+#endif
+		   -> break
+		:: true -> printf("MSC: Q claims another row of the topic\n"); break
+		:: lockr[0] != WAITER_H
+#if NR == 2
+		   && lockr[1] != WAITER_H
+#endif
+		   -> d_step {
+				/* found nothing: the subtransaction rolls back; WaitLatch() */
+				q_busy = false;
+				printf("MSC: Q found nothing, sleeps\n")
+			   };
+			if
+			:: q_ready -> skip      /* woken: probe again */
+			:: true -> d_step { q_busy = true; printf("MSC: Q cancelled (ready %d)\n", q_ready) }; break
+			fi
+		fi
+	od;
+	skip;   /* spin: a break may not jump straight into a d_step */
+	/* aw_waiter_leave(), under the waiter lock: nobody to pass a wake to */
+	d_step {
+		printf("MSC: Q leave (ready %d)\n", q_ready);
+		q_reg = false; q_queued = false; q_ready = false
+	};
+	/* ... then, if the topic has work, wake the worker */
+	d_step {
+#ifndef MUTANT_M7
+		if
+		:: slots > 0 || any_row(is_due) -> WAKE_WORKER; printf("MSC: Q the topic has work: wake the worker\n")
+		:: else -> skip
+		fi;
+#else
+		printf("MSC: Q leaves, the worker is not woken (M7)\n");
+#endif
+		skip
+	};
+	/* COMMIT of the claim's transaction */
+	d_step {
+		commit_round(WAITER_H, 'Q');
+		q_busy = false
+	}
+}
+#endif
 
 /* ------------------------------------------------------------------
  * Properties
@@ -972,15 +1213,34 @@ end:	do
 #define sum_rows(x) (x(0))
 #endif
 #define slot_held(r)     (holds_slot(r) -> 1 : 0)
+#ifdef WAITER
+#define taken(r)         ((tk_valid[TK(0, r)] -> 1 : 0) + (tk_valid[TK(1, r)] -> 1 : 0))
+#else
 #define taken(r)         (tk_valid[r] -> 1 : 0)
+#endif
 #define parked_ahead(r)  (c_parked[r] && c_ft[r] > now)
 
 /* G2a: every live slot is in the counter, a credit, an entry or a take */
 #define CONSERVED (g_live == slots + credit + sum_rows(slot_held) + sum_rows(taken))
 
 /* quiescent: no transaction open, the worker idle with nothing to do */
+#ifndef WAITER
 #define QUIESCENT (!busy[1] && !busy[2] && !w_busy && !in_work)
 #define STRANDED  (QUIESCENT && credit_live && any_row(parked_ahead))
+#else
+/*
+ * WAITER: the worker runs only when woken, so the work list no longer says
+ * that someone will spend: quiescent is also nobody woken (the worker's
+ * latch, a retry timer, the claimer ready) and the claimer not in a probe,
+ * leaving or committing, and no pulse between its commit and its hand-off.
+ * Unspent slots (or a due entry nobody will take) then strand as surely as
+ * a live credit does.
+ */
+#define retrying(r) (e_retry[r])
+#define QUIESCENT (!busy[1] && !busy[2] && !w_busy && !w_latch && !any_row(retrying) && \
+                   !q_busy && !q_ready && !p_hand)
+#define STRANDED  (QUIESCENT && (credit_live || slots > 0 || any_row(due_now)) && any_row(parked_ahead))
+#endif
 
 active proctype g2_conserved()
 {

@@ -6,12 +6,14 @@
 #
 # Checks, each an exhaustive search by spin's verifier (safety: asserts,
 # the two G2 monitors, invalid end states):
-#   1. the model of the code as it is (commit 8ff7e2f, with the fixes of
+#   1. the model of the code as it is (commit 8293a0a, with the fixes of
 #      F1-F7)                                   -> G2a, G2b, G3 and no
 #                                                  deadlock must hold
 #   2. the same, park()/fail() without a lease_token -> must hold
-#   3. mutants M1..M6 (on top of 1; M5 and M6 without a lease_token, where
-#      F7 and F6 were found)                                   -> each must be rejected, by
+#   3. the same with a claimer blocked on the topic, to which a committed
+#      pulse() is handed (-DWAITER, one pulse, 2 + 2 calls) -> must hold
+#   4. mutants M1..M7 (on top of 1; M5 and M6 without a lease_token, where
+#      F7 and F6 were found; M7 on top of 3) -> each must be rejected, by
 #                                                  the property it breaks
 # With --full also: two rows and a two-slot pulse (about 20 s, 700 MB).
 #
@@ -160,14 +162,16 @@ echo "spin: $(spin -V 2>&1 | head -1)"
 
 # shellcheck disable=SC2086
 {
-	check_model "code (8ff7e2f)" $BASE
+	check_model "code (8293a0a)" $BASE
 	check_model "code, no lease_token" $BASE -DNULL_TOKEN -DNPULSE=1
+	check_model "code, a blocked claimer (WAITER)" $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
 	check_mutant M1 G3 $BASE
 	check_mutant M2 G3 $BASE
 	check_mutant M3 G2a $BASE
 	check_mutant M4 G2b $BASE
 	check_mutant M5 G2b $BASE -DNULL_TOKEN -DNPULSE=1
 	check_mutant M6 G2b $BASE -DNULL_TOKEN -DNPULSE=1
+	check_mutant M7 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
 	if $full; then
 		check_model "code, 2 rows, 2-slot pulse" $BASE -DNR=2 -DNPULSE=1 -DKSLOTS=2 -DMAXOPS1=2 -DMAXOPS2=2
 	fi
