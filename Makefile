@@ -35,7 +35,7 @@ ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation \
 	--load-extension=aion_wake
 
 TAP_TESTS = 1
-# t/ lives under test/
+# t/ lives under test/; the shared set-up (AionWake::Test) under test/perl
 PROVE_TESTS = test/t/*.pl
 
 EXTRA_CLEAN = test/results test/tmp_check test/tmp_check_iso test/regression.* test/log \
@@ -44,6 +44,9 @@ EXTRA_CLEAN = test/results test/tmp_check test/tmp_check_iso test/regression.* t
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# after PGXS, which empties it: the TAP tests' shared set-up (AionWake::Test)
+PROVE_FLAGS += -I test/perl
 
 # PGXS does not track header dependencies: rebuild everything when one changes
 $(OBJS): $(wildcard include/*.h)

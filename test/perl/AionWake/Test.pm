@@ -1,0 +1,147 @@
+# Copyright (c) 2026, aion_wake authors
+#
+# AionWake::Test: the set-up every TAP test of aion_wake shares.
+#
+# A cluster with aion_wake preloaded and a worker serving it, background
+# psql sessions that may block (a claim that waits, an UPDATE behind a
+# lock) while the test goes on, and the few queries on aion_wake.status
+# that most tests poll.  Tests wait for conditions (poll_query_until,
+# wait_for_log), never for a fixed time.
+#
+# Usage:
+#   use lib 'test/perl';      # (the Makefile's PROVE_FLAGS adds it)
+#   use AionWake::Test;
+#   my $node = aw_node('name');                         # started, extension made
+#   my $node = aw_node('name', conf => "aion_wake.listen = off\n",
+#                      databases => 'postgres, other', create => 0);
+#   my $s = aw_session($node);                          # $s->{pid}
+#   aw_start($s, "SELECT ... FROM aion_wake.claim('t', 1, '30s', '30s')");
+#   ok(!aw_done($s));   ... my ($out, $err) = aw_finish($s);
+
+package AionWake::Test;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+our @EXPORT = qw(aw_node aw_session aw_start aw_done aw_finish aw_status
+  aw_worker_pid aw_wait_new_worker aw_poll_waiters);
+
+# A new cluster with aion_wake in shared_preload_libraries, started.
+# Options:
+#   databases  aion_wake.database (default 'postgres')
+#   conf       more postgresql.conf lines
+#   init       a hash ref of options for init() (allows_streaming, ...)
+#   create     make the extension in 'postgres' and wait for the worker
+#              (default 1)
+sub aw_node
+{
+	my ($name, %opt) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(%{ $opt{init} // {} });
+	my $dbs = $opt{databases} // 'postgres';
+	$node->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'aion_wake'\naion_wake.database = '$dbs'\n"
+		  . ($opt{conf} // ''));
+	$node->start;
+	if ($opt{create} // 1)
+	{
+		$node->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
+		$node->poll_query_until('postgres',
+			'SELECT worker_pid IS NOT NULL FROM aion_wake.status')
+		  or die "no aion_wake worker came up in $name";
+	}
+	return $node;
+}
+
+# A background psql session that goes on after an error; $s->{pid} is its
+# backend's pid.
+sub aw_session
+{
+	my ($node, $db) = @_;
+	my $h = $node->background_psql($db // 'postgres', on_error_stop => 0);
+	my $pid = $h->query_safe('SELECT pg_backend_pid()');
+	chomp $pid;
+	$h->{pid} = $pid;
+	return $h;
+}
+
+# Send a statement without waiting for it: it may block.  A marker echoed
+# on stdout and stderr after it tells when it has finished.
+my $marker_seq = 0;
+
+sub aw_start
+{
+	my ($h, $sql) = @_;
+	my $marker = 'aw_done_' . ++$marker_seq;
+	$h->{stdout} = '';
+	$h->{stderr} = '';
+	$h->{aw_marker} = $marker;
+	$h->{stdin} .= "$sql;\n\\echo '$marker'\n\\warn '$marker'\n";
+	$h->{run}->pump_nb;
+	return;
+}
+
+# Has the statement sent with aw_start finished?  Never blocks.
+sub aw_done
+{
+	my ($h) = @_;
+	my $m = $h->{aw_marker};
+	$h->{run}->pump_nb if $h->{run}->pumpable;
+	return ($h->{stdout} =~ /$m/ && $h->{stderr} =~ /$m/) ? 1 : 0;
+}
+
+# Wait (bounded by the session's timeout) until the statement has
+# finished; return its stdout and stderr without the marker.
+sub aw_finish
+{
+	my ($h) = @_;
+	my $m = $h->{aw_marker};
+	$h->{run}->pump until aw_done($h);
+	my ($out, $err) = ($h->{stdout}, $h->{stderr});
+	$out =~ s/\n?$m\n//;
+	$err =~ s/\n?$m\n//;
+	$h->{stdout} = '';
+	$h->{stderr} = '';
+	return ($out, $err);
+}
+
+# One column of aion_wake.status.
+sub aw_status
+{
+	my ($node, $col, $db) = @_;
+	return $node->safe_psql($db // 'postgres',
+		"SELECT $col FROM aion_wake.status");
+}
+
+sub aw_worker_pid
+{
+	my ($node, $db) = @_;
+	return aw_status($node, 'worker_pid', $db);
+}
+
+# Wait for a worker other than $old_pid; return its pid, or undef.
+sub aw_wait_new_worker
+{
+	my ($node, $old_pid, $db) = @_;
+	$node->poll_query_until($db // 'postgres', qq{
+SELECT worker_pid IS NOT NULL AND worker_pid <> $old_pid
+  FROM aion_wake.status})
+	  or return undef;
+	return aw_worker_pid($node, $db);
+}
+
+# ok() once aion_wake.status says $n claimers wait.
+sub aw_poll_waiters
+{
+	my ($node, $n, $what, $db) = @_;
+	ok( $node->poll_query_until(
+			$db // 'postgres', "SELECT waiters = $n FROM aion_wake.status"),
+		$what);
+}
+
+1;
