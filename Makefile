@@ -10,11 +10,13 @@ OBJS = \
 	src/aion_wake.o \
 	src/outbox.o \
 	src/parked_set.o \
+	src/plans.o \
 	src/protocol.o \
 	src/pulse_parse.o \
 	src/reoffer.o \
 	src/waiters.o \
 	src/worker.o \
+	src/worker_slots.o \
 	src/xact.o
 
 DATA = sql/aion_wake--1.0.sql

@@ -32,7 +32,6 @@
 /* input limits of the SQL interface (see DESIGN.md) */
 #define AW_KEY_MAXLEN			255
 #define AW_MAX_ROWS_LIMIT		1000000
-#define AW_MAX_WORKERS			16
 
 /* GUC variables (aion_wake.c) */
 extern char *aw_database_list;
@@ -46,7 +45,6 @@ extern bool aw_notify_ready;
 extern char *aw_worker_role;
 
 /* aion_wake.c */
-extern bool aw_database_is_served(void);
 extern void aw_warn_unserved_once(void);
 
 /* argument checks shared by the SQL functions (aion_wake.c) */

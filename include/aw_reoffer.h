@@ -13,19 +13,20 @@
 #ifndef AW_REOFFER_H
 #define AW_REOFFER_H
 
-#include "postgres.h"
-
 #include "nodes/pg_list.h"
 
-/*
- * Spend slots in the current transaction (the caller is connected to SPI):
- * add `slots` to `only_topic` and spend that topic's slots, or, with
- * only_topic NULL, spend the work of every topic of this database.  Each
- * row re-offered wakes a waiter at commit; with moved_keys, the keys are
- * appended there instead and waking is left to the caller.  Returns the
- * number of rows re-offered.
- */
-extern int64 aw_reoffer_round(const char *only_topic, int32 slots, bool notify_ready,
-							  List **moved_keys);
+/* how far the next round of a re-offer looks (reoffer.c) */
+typedef struct AwReoffer
+{
+	int			want;			/* look-ahead candidates beyond the slots */
+	int			max;			/* candidates the next round may take */
+	bool		done;			/* nothing left to re-offer now */
+} AwReoffer;
+
+extern void aw_reoffer_start(AwReoffer *r);
+extern int64 aw_reoffer_step(const char *topic, uint64 add_slots, AwReoffer *r,
+							 bool notify_ready, List **moved_keys);
+extern int64 aw_reoffer_topic(const char *topic, uint64 add_slots,
+							  bool notify_ready, List **moved_keys);
 
 #endif							/* AW_REOFFER_H */

@@ -25,6 +25,7 @@
 #include "lib/ilist.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
+#include "nodes/pg_list.h"
 #include "utils/hsearch.h"
 
 /*
@@ -81,7 +82,8 @@ typedef struct AwTopic
 	TimestampTz credit_until;	/* ... usable by parks confirming before */
 	bool		in_work;		/* linked into AwShared.work */
 	dlist_node	work_node;
-	int32		waiters;		/* claimers blocked on this topic */
+	bool		quiet;			/* linked into AwShared.quiet */
+	dlist_node	quiet_node;
 	uint64		pulses;			/* per-topic counters */
 	uint64		reoffered;
 } AwTopic;
@@ -93,7 +95,7 @@ typedef struct AwEntry
 	int32		attempt;
 	int32		state;			/* AwState */
 	bool		woken;			/* a wake came while pending */
-	int32		owner_procno;	/* pending only; -1 otherwise */
+	int32		owner_procno;	/* pending or in flight: whose; else -1 */
 	int32		owner_pid;
 	TimestampTz parked_at;
 	TimestampTz fence;			/* FENCED only; 0 for UNFENCED */
@@ -107,23 +109,6 @@ typedef struct AwEntry
 	dlist_node	age_node;		/* AwShared.unfenced_age (UNFENCED confirmed) */
 } AwEntry;
 
-/*
- * One slot per database named in aion_wake.database.  Fields are written by
- * the worker under the set lock (listen_error under the slot's spinlock).
- */
-typedef struct AwWorkerSlot
-{
-	char		dbname[NAMEDATALEN];
-	Oid			dbid;			/* InvalidOid until the worker connected */
-	int			pid;			/* 0 when no worker runs */
-	int			procno;
-	TimestampTz started_at;
-	bool		listening;
-	bool		rebuilt;		/* the set holds this database's parks */
-	slock_t		mutex;
-	char		listen_error[256];
-} AwWorkerSlot;
-
 /* counters shown by aion_wake.status; all guarded by the set lock */
 typedef struct AwCounters
 {
@@ -134,6 +119,7 @@ typedef struct AwCounters
 	uint64		rows_reoffered;
 	uint64		wakes_deferred;
 	uint64		bad_pulses;
+	uint64		pulses_ignored; /* raw pulses for topics with no row */
 	uint64		set_full;
 	uint64		fences_expired;
 	uint64		unfenced_expired;
@@ -149,11 +135,12 @@ typedef struct AwShared
 	uint64		next_seq;
 	AwCounters	counters;
 	dlist_head	work;			/* topics with slots or due entries */
+	dlist_head	quiet;			/* topics with no entry, slot or work, the
+								 * one quiet longest first: what a full
+								 * topic table recycles */
 	dlist_head	unfenced_age;	/* UNFENCED confirmed, oldest confirm first */
 	int			heap_size;
 	AwEntry   **heap;			/* min-heap of CONFIRMED FENCED by fence */
-	int			nworkers;
-	AwWorkerSlot workers[AW_MAX_WORKERS];
 } AwShared;
 
 extern PGDLLIMPORT AwShared *aw_shared;
@@ -163,9 +150,6 @@ extern PGDLLIMPORT HTAB *aw_topics;
 /* shared memory set-up (parked_set.c) */
 extern Size aw_set_shmem_size(void);
 extern void aw_set_shmem_init(void);
-extern AwWorkerSlot *aw_worker_slot_for(Oid dbid);
-extern void aw_wake_worker(Oid dbid);
-extern void aw_nudge_worker(Oid dbid);
 
 /* outcome of aw_set_park */
 typedef enum AwParkResult
@@ -206,30 +190,58 @@ extern uint64 aw_set_generation_of(const char *key);
 extern void aw_set_forget(const char *key, uint64 generation);
 extern bool aw_set_restore(const char *key, const char *topic, int32 attempt,
 						   TimestampTz parked_at, TimestampTz fence);
-extern void aw_set_add_slots(const char *topic, int64 slots, bool to_waiter);
+extern bool aw_set_add_slots(const char *topic, int64 slots, bool to_waiter,
+							 bool create);
+extern void aw_set_count_ignored_pulse(bool malformed);
 extern void aw_set_abandon_owned_by_me(void);
 
 /*
- * A confirmed entry taken for a re-offer: what the compare-and-set needs,
- * and what a rollback needs to put the entry back.
+ * An entry taken for a re-offer: what the compare-and-set needs, and what a
+ * rollback needs to put the entry back.
  */
 typedef struct AwTake
 {
 	char		key[AW_KEY_MAXLEN + 1];
 	uint64		generation;
-	AwSavedEntry saved;			/* topic, attempt, parked_at, fence */
+	int32		attempt;
+	TimestampTz parked_at;
+	TimestampTz fence;
 } AwTake;
 
 typedef enum AwTakeOutcome
 {
 	AW_TAKE_MOVED,				/* the row's fence was pulled forward */
-	AW_TAKE_LOCKED,				/* the row was locked: keep the entry and its slot */
-	AW_TAKE_STALE				/* the row changed since its park */
+	AW_TAKE_VALID,				/* still parked at its fence: locked, or the
+								 * round's slots were spent on older rows */
+	AW_TAKE_STALE				/* the row changed since its park, or is gone */
 } AwTakeOutcome;
 
-extern int	aw_set_take(const char *only_topic, uint64 add_slots,
-						AwTake *out, int max_out);
-extern void aw_set_settle(const AwTake *takes, const AwTakeOutcome *outcomes, int n);
+/*
+ * One round of a re-offer: candidates taken from one topic, oldest first
+ * (entries that hold a slot of their own before the rest), and the number
+ * of rows the round may move.  There may be more candidates than slots: a
+ * round that meets stale entries looks further ahead in the next, so a
+ * pulse costs O(k + log n) statements however many stale entries lie
+ * before its k live rows.  Candidates are IN_FLIGHT until the round is
+ * settled; a round that is never settled (its transaction ended first) is
+ * undone by aw_set_undo_take.
+ */
+typedef struct AwTakeBatch
+{
+	char		topic[AW_TOPIC_MAXLEN + 1];
+	int			max;			/* room in takes[] and outcomes[] */
+	int			n;				/* candidates taken */
+	int			slots;			/* rows this round may move */
+	bool		settled;
+	AwTake	   *takes;
+	AwTakeOutcome *outcomes;
+} AwTakeBatch;
+
+extern void aw_set_take(AwTakeBatch *b, uint64 add_slots, int want);
+extern void aw_set_settle(AwTakeBatch *b);
+extern void aw_set_undo_take(AwTakeBatch *b);
+extern List *aw_set_work_topics(void);
+extern bool aw_set_has_work(void);
 extern TimestampTz aw_set_next_retry(void);
 extern bool aw_set_topic_has_work(const char *topic);
 extern void aw_set_recover_in_flight(void);
@@ -240,7 +252,32 @@ extern AwTopic *aw_topic_find(Oid dbid, const char *name, bool create);
 extern void aw_entry_remove(AwEntry *e, bool give_back_slot);
 extern void aw_expire_unfenced(TimestampTz now);
 
-extern const char *aw_state_name(AwState state);
+/* copies for the views, made under the set lock */
+typedef struct AwParkedRow
+{
+	char		key[AW_KEY_MAXLEN + 1];
+	char		topic[AW_TOPIC_MAXLEN + 1];
+	int32		attempt;
+	bool		pending;
+	bool		woken;			/* a wake is recorded, or a slot held */
+	bool		fenced;
+	TimestampTz parked_at;
+	TimestampTz fence;
+	int32		owner_pid;
+} AwParkedRow;
+
+typedef struct AwTopicRow
+{
+	char		name[AW_TOPIC_MAXLEN + 1];
+	int64		parked;
+	int64		unspent_slots;
+	int64		credit;
+	int64		pulses;
+	int64		reoffered;
+} AwTopicRow;
+
+extern AwParkedRow *aw_set_copy_entries(int *n);
+extern AwTopicRow *aw_set_copy_topics(int *n);
 
 /* "Oldest first" order: earliest parked_at, ties by sequence number. */
 static inline bool

@@ -19,12 +19,11 @@
 
 #include "aw_pulse_parse.h"
 
-/* a topic whose next fence the worker must look at (aw_waiters_due_fences) */
+/* a topic whose rows the worker must look at (aw_waiters_due_fences) */
 typedef struct AwFenceCheck
 {
 	char		topic[AW_TOPIC_MAXLEN + 1];
-	bool		known;			/* false: only find the next fence */
-	TimestampTz checked_upto;	/* rows visible after this are new */
+	int			waiters;		/* count visible rows up to this many */
 } AwFenceCheck;
 
 extern Size aw_waiters_shmem_size(void);
@@ -41,8 +40,8 @@ extern void aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence
 
 /* the worker's side */
 extern int	aw_waiters_due_fences(TimestampTz now, AwFenceCheck *out, int max_out);
-extern void aw_waiters_fence_result(const char *topic, TimestampTz checked_upto,
-									int64 visible_rows, TimestampTz next_fence);
+extern void aw_waiters_fence_result(const char *topic, int64 visible_rows,
+									TimestampTz next_fence);
 extern TimestampTz aw_waiters_next_fence(void);
 
 /* for the views */

@@ -13,10 +13,8 @@
 #ifndef AW_WORKER_H
 #define AW_WORKER_H
 
-#include "postgres.h"
-#include "nodes/pg_list.h"
+#include "fmgr.h"
 
-extern List *aw_database_names(void);
 extern void aw_register_workers(void);
 extern PGDLLEXPORT void aw_worker_main(Datum main_arg);
 

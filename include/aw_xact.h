@@ -21,12 +21,27 @@
 
 #include "aw_set.h"
 
-/* a pending FENCED entry made by park(): confirm at commit, abandon at abort */
-extern void aw_xact_record_park(const char *key, uint64 generation,
-								const AwSavedEntry *saved);
+/*
+ * A pending FENCED entry made by park(): confirm at commit, abandon at
+ * abort.  aw_xact_prepare_park allocates the record before the set is
+ * changed (so nothing can fail between the two); the caller fills in the
+ * generation and the saved entry that aw_set_park returns.  A record whose
+ * generation stays 0 is ignored.
+ */
+typedef struct AwParkRecord
+{
+	uint64		generation;
+	AwSavedEntry saved;
+} AwParkRecord;
 
-/* a confirmed entry a re-offer removed: put back if the re-offer rolls back */
-extern void aw_xact_record_reoffer(const char *key, const AwSavedEntry *saved);
+extern AwParkRecord *aw_xact_prepare_park(const char *key);
+
+/*
+ * A re-offer round: allocated and recorded before entries are taken from
+ * the set, so that however the transaction ends -- ERROR, FATAL, a crash of
+ * the statement -- the entries it holds in flight go back with their slots.
+ */
+extern AwTakeBatch *aw_xact_take_batch(const char *topic, int max);
 
 /* the row left the parked state: forget the entry the call found, at commit */
 extern void aw_xact_record_forget(const char *key);
@@ -40,7 +55,7 @@ extern void aw_xact_record_ready(const char *topic, int64 rows);
 /* rows of a topic were claimed: if the claim rolls back, they are claimable again */
 extern void aw_xact_record_claimed(const char *topic, int64 rows);
 
-/* a row of a topic gets a fence in the future: tell the waiters' worker */
+/* a row of a topic gets a fence: tell the waiters' worker at commit */
 extern void aw_xact_record_fence(const char *topic, TimestampTz fence);
 
 #endif							/* AW_XACT_H */

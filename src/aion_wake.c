@@ -35,7 +35,9 @@
 #include "aw_pulse_parse.h"
 #include "aw_set.h"
 #include "aw_waiters.h"
+#include "aw_plans.h"
 #include "aw_worker.h"
+#include "aw_worker_slots.h"
 
 PG_MODULE_MAGIC;
 
@@ -155,6 +157,8 @@ _PG_init(void)
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = aw_shmem_startup;
 
+	aw_plans_init();
+	aw_worker_slots_init();
 	aw_register_workers();
 }
 
@@ -167,7 +171,8 @@ aw_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(aw_set_shmem_size(), aw_waiters_shmem_size()));
+	RequestAddinShmemSpace(add_size(add_size(aw_set_shmem_size(), aw_waiters_shmem_size()),
+									aw_worker_slots_shmem_size()));
 	/* [0] the parked set, [1] the waiter registry */
 	RequestNamedLWLockTranche("aion_wake", 2);
 }
@@ -180,38 +185,8 @@ aw_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	aw_set_shmem_init();
 	aw_waiters_shmem_init();
+	aw_worker_slots_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
-}
-
-/*
- * Is the current database named in aion_wake.database?  Worked out once per
- * session: the setting only changes with a restart.
- */
-bool
-aw_database_is_served(void)
-{
-	static int	served = -1;
-
-	if (served < 0)
-	{
-		char	   *dbname = get_database_name(MyDatabaseId);
-		char	   *list = pstrdup(aw_database_list);
-		List	   *names = NIL;
-		ListCell   *lc;
-
-		served = 0;
-		if (dbname != NULL && SplitIdentifierString(list, ',', &names))
-		{
-			foreach(lc, names)
-			{
-				if (strcmp((char *) lfirst(lc), dbname) == 0)
-					served = 1;
-			}
-		}
-		list_free(names);
-		pfree(list);
-	}
-	return served == 1;
 }
 
 /*

@@ -35,9 +35,11 @@
 #include "utils/wait_event.h"
 
 #include "aion_wake.h"
+#include "aw_plans.h"
 #include "aw_reoffer.h"
 #include "aw_set.h"
 #include "aw_waiters.h"
+#include "aw_worker_slots.h"
 #include "aw_xact.h"
 
 PG_FUNCTION_INFO_V1(aw_enqueue);
@@ -68,9 +70,9 @@ typedef enum AwStmt
 static SPIPlanPtr aw_plans[AW_NUM_STMTS];
 
 /*
- * A kept plan for one of the statements of this file, prepared on first use.
- * The lease_token match is "$n IS NULL OR lease_token = $n": a NULL token
- * means any lease.
+ * A kept plan for one of the statements of this file, prepared on first use
+ * (see plans.c).  The lease_token match is "$n IS NULL OR lease_token = $n":
+ * a NULL token means any lease.
  */
 static SPIPlanPtr
 aw_stmt(AwStmt stmt)
@@ -131,12 +133,14 @@ aw_stmt(AwStmt stmt)
 		[AW_STMT_PARK] = {
 			/*
 			 * The row as it was before this park (locked first, so it is the
-			 * latest committed version) is what a rollback returns to.
+			 * latest committed version) is what a rollback returns to.  Both
+			 * sides look the row up by its key.
 			 */
+			"WITH b AS (SELECT visible_after, parked_at FROM aion_wake.outbox "
+			"            WHERE dispatch_key OPERATOR(pg_catalog.=) $1 FOR UPDATE) "
 			"UPDATE aion_wake.outbox o SET visible_after = $2, parked_at = $3 "
-			"  FROM (SELECT dispatch_key, visible_after, parked_at FROM aion_wake.outbox "
-			"         WHERE dispatch_key OPERATOR(pg_catalog.=) $1 FOR UPDATE) b "
-			" WHERE o.dispatch_key OPERATOR(pg_catalog.=) b.dispatch_key "
+			"  FROM b "
+			" WHERE o.dispatch_key OPERATOR(pg_catalog.=) $1 "
 			"   AND ($4 IS NULL OR o.lease_token OPERATOR(pg_catalog.=) $4) "
 			"RETURNING o.topic, o.attempt, b.visible_after, b.parked_at",
 			4, {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}
@@ -166,24 +170,8 @@ aw_stmt(AwStmt stmt)
 		},
 	};
 
-	if (aw_plans[stmt] == NULL)
-	{
-		/*
-		 * Every statement here touches a handful of rows through an index
-		 * whatever its parameters, so the generic plan is always right, and
-		 * re-planning per call (which LIMIT $n would otherwise cause) is
-		 * pure cost.
-		 */
-		SPIPlanPtr	plan = SPI_prepare_cursor(stmts[stmt].sql, stmts[stmt].nargs,
-											  (Oid *) stmts[stmt].types,
-											  CURSOR_OPT_GENERIC_PLAN);
-
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(plan);
-		aw_plans[stmt] = plan;
-	}
-	return aw_plans[stmt];
+	return aw_plan_prepare(&aw_plans[stmt], stmts[stmt].sql, stmts[stmt].nargs,
+						   stmts[stmt].types);
 }
 
 /*
@@ -192,11 +180,7 @@ aw_stmt(AwStmt stmt)
 static uint64
 aw_run(AwStmt stmt, Datum *args, const char *nulls, int expected)
 {
-	int			rc = SPI_execute_plan(aw_stmt(stmt), args, nulls, false, 0);
-
-	if (rc != expected)
-		elog(ERROR, "aion_wake: statement failed: %s", SPI_result_code_string(rc));
-	return SPI_processed;
+	return aw_plan_run(aw_stmt(stmt), args, nulls, expected);
 }
 
 /* Every writing function: the table is read-only during recovery. */
@@ -276,12 +260,33 @@ aw_enqueue(PG_FUNCTION_ARGS)
 }
 
 /*
+ * A set of dispatch keys, to look them up in O(1): the rows a waiting claim
+ * re-offered itself.
+ */
+static HTAB *
+aw_key_set(List *keys)
+{
+	HASHCTL		ctl;
+	HTAB	   *set;
+	ListCell   *lc;
+
+	ctl.keysize = AW_KEY_MAXLEN + 1;
+	ctl.entrysize = AW_KEY_MAXLEN + 1;
+	ctl.hcxt = CurrentMemoryContext;
+	set = hash_create("aion_wake re-offered keys", list_length(keys), &ctl,
+					  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	foreach(lc, keys)
+		(void) hash_search(set, lfirst(lc), HASH_ENTER, NULL);
+	return set;
+}
+
+/*
  * One claim attempt: lease up to max_rows visible rows into the result
  * tuplestore.  Returns the number claimed.  Caller is connected to SPI.
  */
 static uint64
 aw_claim_once(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows, int64 lease,
-			  List *moved, int *claimed_moved)
+			  HTAB *moved, int *claimed_moved)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz fence = aw_clock_plus(now, lease);
@@ -313,19 +318,13 @@ aw_claim_once(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows, int64 le
 			aw_xact_record_forget(TextDatumGetCString(values[0]));
 
 		/* a row this claimer re-offered itself needs no other waiter */
-		if (moved != NIL)
+		if (moved != NULL)
 		{
-			char	   *k = TextDatumGetCString(values[0]);
-			ListCell   *lc;
+			char		k[AW_KEY_MAXLEN + 1];
 
-			foreach(lc, moved)
-			{
-				if (strcmp((char *) lfirst(lc), k) == 0)
-				{
-					(*claimed_moved)++;
-					break;
-				}
-			}
+			text_to_cstring_buffer(DatumGetTextPP(values[0]), k, sizeof(k));
+			if (hash_search(moved, k, HASH_FIND, NULL) != NULL)
+				(*claimed_moved)++;
 		}
 	}
 	/*
@@ -388,6 +387,8 @@ aw_claim_probe(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows,
 	MemoryContextSwitchTo(oldcontext);
 	PG_TRY();
 	{
+		HTAB	   *moved_set = NULL;
+
 		/*
 		 * A pulse of this topic is handed to a waiter rather than to the
 		 * worker (aw_set_add_slots): spending it here saves the worker's
@@ -396,8 +397,10 @@ aw_claim_probe(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows,
 		 * the claim below takes them; the ones it does not take wake others.
 		 */
 		if (served && aw_set_topic_has_work(topic))
-			(void) aw_reoffer_round(topic, 0, aw_notify_ready, &moved);
-		found = aw_claim_once(rsinfo, topic, max_rows, lease, moved, &claimed_moved) > 0 ||
+			(void) aw_reoffer_topic(topic, 0, aw_notify_ready, &moved);
+		if (moved != NIL)
+			moved_set = aw_key_set(moved);
+		found = aw_claim_once(rsinfo, topic, max_rows, lease, moved_set, &claimed_moved) > 0 ||
 			moved != NIL;
 		if (list_length(moved) > claimed_moved)
 			aw_xact_record_ready(topic, list_length(moved) - claimed_moved);
@@ -511,7 +514,7 @@ aw_claim(PG_FUNCTION_ARGS)
 	if (wait > 0 && aw_max_wait_ms > 0)
 		aw_claim_wait(rsinfo, topic, max_rows, lease, wait);
 	else
-		(void) aw_claim_once(rsinfo, topic, max_rows, lease, NIL, NULL);
+		(void) aw_claim_once(rsinfo, topic, max_rows, lease, NULL, NULL);
 	SPI_finish();
 	return (Datum) 0;
 }
@@ -646,21 +649,23 @@ aw_park(PG_FUNCTION_ARGS)
 		aw_warn_unserved_once();
 	else
 	{
-		uint64		generation;
-		AwSavedEntry saved;
+		/* recorded before the set changes, so nothing can fail in between */
+		AwParkRecord *rec = aw_xact_prepare_park(key);
 		AwParkResult r;
 
 		r = aw_set_park(AW_KIND_FENCED, key, topic, attempt, now, fence,
-						&generation, &saved);
+						&rec->generation, &rec->saved);
 		if (r == AW_PARK_OK)
 		{
-			if (!saved.valid)
-				saved = before;
-			aw_xact_record_park(key, generation, &saved);
+			if (!rec->saved.valid)
+				rec->saved = before;
 			aw_nudge_worker(MyDatabaseId);
 		}
 		else
+		{
+			rec->generation = 0;
 			aw_warn_park_failed(r, key, true);
+		}
 	}
 	PG_RETURN_BOOL(true);
 }
@@ -733,7 +738,7 @@ aw_reoffer(PG_FUNCTION_ARGS)
 	max_rows = aw_arg_int_range(fcinfo, 1, "max_rows", 1, AW_MAX_ROWS_LIMIT);
 
 	SPI_connect();
-	n = aw_reoffer_round(topic, max_rows, false, NULL);
+	n = aw_reoffer_topic(topic, max_rows, false, NULL);
 	SPI_finish();
 	PG_RETURN_INT64(n);
 }

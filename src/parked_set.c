@@ -35,7 +35,7 @@
 
 #include "aw_set.h"
 #include "aw_waiters.h"
-#include "aw_worker.h"
+#include "aw_worker_slots.h"
 
 /* first delay before a re-offer that found its row locked is retried */
 #define AW_RETRY_MIN_MS 5
@@ -82,29 +82,15 @@ aw_set_shmem_init(void)
 								&found);
 	if (!found)
 	{
-		List	   *names;
-		ListCell   *lc;
-
 		memset(aw_shared, 0, sizeof(AwShared));
 		aw_shared->lock = &(GetNamedLWLockTranche("aion_wake"))->lock;
 		aw_shared->next_generation = 1;
 		aw_shared->next_seq = 1;
 		dlist_init(&aw_shared->work);
+		dlist_init(&aw_shared->quiet);
 		dlist_init(&aw_shared->unfenced_age);
 		aw_shared->heap = (AwEntry **) ((char *) aw_shared + MAXALIGN(sizeof(AwShared)));
 		aw_shared->heap_size = 0;
-
-		/* one worker slot per database named in aion_wake.database */
-		names = aw_database_names();
-		foreach(lc, names)
-		{
-			AwWorkerSlot *slot = &aw_shared->workers[aw_shared->nworkers++];
-
-			strlcpy(slot->dbname, (char *) lfirst(lc), NAMEDATALEN);
-			slot->dbid = InvalidOid;
-			slot->procno = -1;
-			SpinLockInit(&slot->mutex);
-		}
 	}
 
 	memset(&info, 0, sizeof(info));
@@ -120,62 +106,6 @@ aw_set_shmem_init(void)
 	aw_topics = ShmemInitHash("aion_wake topics",
 							  aw_max_topics, aw_max_topics, &info,
 							  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
-}
-
-/*
- * The worker slot that serves a database, or NULL.  Slots are matched by
- * the OID the worker published, so a slot whose worker has never connected
- * serves nothing yet.  Caller needs no lock: dbid is written once.
- */
-AwWorkerSlot *
-aw_worker_slot_for(Oid dbid)
-{
-	int			i;
-
-	for (i = 0; i < aw_shared->nworkers; i++)
-	{
-		if (aw_shared->workers[i].dbid == dbid)
-			return &aw_shared->workers[i];
-	}
-	return NULL;
-}
-
-/*
- * Set the latch of the worker serving a database, if one runs.  Safe in a
- * COMMIT callback: it never raises.  A stale procno only costs a spurious
- * wake of another process, which re-checks its condition.
- */
-void
-aw_wake_worker(Oid dbid)
-{
-	AwWorkerSlot *slot = aw_worker_slot_for(dbid);
-	int			procno;
-
-	if (slot == NULL || slot->pid == 0)
-		return;
-	procno = slot->procno;
-	if (procno >= 0 && GetPGProcByNumber(procno)->pid == slot->pid)
-		SetLatch(&GetPGProcByNumber(procno)->procLatch);
-}
-
-/*
- * A park in a database whose worker has not rebuilt the set yet (it waits
- * for the extension to exist): wake it, so the rebuild happens now rather
- * than at the next pulse.
- */
-void
-aw_nudge_worker(Oid dbid)
-{
-	AwWorkerSlot *slot = aw_worker_slot_for(dbid);
-
-	if (slot != NULL && !slot->rebuilt)
-		aw_wake_worker(dbid);
-}
-
-const char *
-aw_state_name(AwState state)
-{
-	return state == AW_PENDING ? "pending" : "confirmed";
 }
 
 /* ---------------------------------------------------------------------
@@ -275,20 +205,40 @@ aw_heap_top(void)
  */
 
 /*
- * Can a topic be dropped from the table to make room?  Only when nothing
- * refers to it: no entry, no unspent slot or live credit, no waiter.
+ * Keep a topic on the quiet list exactly while nothing in the set refers to
+ * it: no entry, no unspent slot, not on the work list.  The list is in the
+ * order topics fell quiet, so its head is the first to recycle.
  */
-static bool
-aw_topic_idle(AwTopic *t, TimestampTz now)
+static void
+aw_topic_update_quiet(AwTopic *t)
 {
-	return t->n_entries == 0 && t->slots == 0 && !t->in_work &&
-		t->waiters == 0 && (t->credit == 0 || t->credit_until <= now);
+	bool		quiet = (t->n_entries == 0 && t->slots == 0 && !t->in_work);
+
+	if (quiet == t->quiet)
+		return;
+	if (quiet)
+		dlist_push_tail(&aw_shared->quiet, &t->quiet_node);
+	else
+		dlist_delete(&t->quiet_node);
+	t->quiet = quiet;
+}
+
+/* Change a topic's entry count. */
+static inline void
+aw_topic_count_entries(AwTopic *t, int delta)
+{
+	t->n_entries += delta;
+	aw_topic_update_quiet(t);
 }
 
 /*
- * Find a topic of a database; with create, make it, dropping one idle topic
- * if the table is full.  Returns NULL when not found, or when the table is
- * full of topics in use.  Never raises.
+ * Find a topic of a database; with create, make it, recycling the topic
+ * that has been quiet longest if the table is full.  A quiet topic whose
+ * pulse credit is still live is not recycled, and since credits are given
+ * in the order topics go quiet (aw_take_topic moves a topic it credits to
+ * the tail), if the head's credit is live every quiet topic's is: the table
+ * is full, found in O(1).  Returns NULL when not found, or when the table
+ * is full.  Never raises.
  */
 AwTopic *
 aw_topic_find(Oid dbid, const char *name, bool create)
@@ -308,21 +258,14 @@ aw_topic_find(Oid dbid, const char *name, bool create)
 	t = (AwTopic *) hash_search(aw_topics, &key, HASH_ENTER_NULL, &found);
 	if (t == NULL)
 	{
-		HASH_SEQ_STATUS status;
-		AwTopic    *victim = NULL;
-		TimestampTz now = GetCurrentTimestamp();
+		AwTopic    *victim;
 
-		hash_seq_init(&status, aw_topics);
-		while ((victim = (AwTopic *) hash_seq_search(&status)) != NULL)
-		{
-			if (aw_topic_idle(victim, now))
-			{
-				hash_seq_term(&status);
-				break;
-			}
-		}
-		if (victim == NULL)
+		if (dlist_is_empty(&aw_shared->quiet))
 			return NULL;
+		victim = dlist_head_element(AwTopic, quiet_node, &aw_shared->quiet);
+		if (victim->credit > 0 && victim->credit_until > GetCurrentTimestamp())
+			return NULL;
+		dlist_delete(&victim->quiet_node);
 		hash_search(aw_topics, &victim->key, HASH_REMOVE, NULL);
 		t = (AwTopic *) hash_search(aw_topics, &key, HASH_ENTER_NULL, &found);
 		if (t == NULL)
@@ -341,9 +284,10 @@ aw_topic_find(Oid dbid, const char *name, bool create)
 		t->credit = 0;
 		t->credit_until = 0;
 		t->in_work = false;
-		t->waiters = 0;
+		t->quiet = false;
 		t->pulses = 0;
 		t->reoffered = 0;
+		aw_topic_update_quiet(t);
 	}
 	return t;
 }
@@ -356,6 +300,7 @@ aw_topic_mark_work(AwTopic *t)
 	{
 		dlist_push_tail(&aw_shared->work, &t->work_node);
 		t->in_work = true;
+		aw_topic_update_quiet(t);
 	}
 }
 
@@ -538,7 +483,7 @@ aw_entry_remove(AwEntry *e, bool give_back_slot)
 		aw_shared->counters.slots_returned++;
 	}
 	aw_entry_unlink(e);
-	t->n_entries--;
+	aw_topic_count_entries(t, -1);
 	hash_search(aw_entries, &e->key, HASH_REMOVE, NULL);
 }
 
@@ -565,7 +510,7 @@ aw_entry_fill(AwEntry *e, AwTopic *t, int32 attempt, TimestampTz parked_at,
 			  TimestampTz fence)
 {
 	e->topic = t;
-	t->n_entries++;
+	aw_topic_count_entries(t, 1);
 	e->attempt = attempt;
 	e->woken = false;
 	e->owner_procno = -1;
@@ -602,11 +547,16 @@ aw_entry_put_confirmed(AwKind kind, const char *key, const char *topic,
 	}
 	if (found)
 	{
+		/*
+		 * An entry made by a park at least as recent as the row the caller
+		 * read (the rebuild's snapshot may be older than a park that
+		 * committed since) is left alone; so is one its owner will settle.
+		 */
 		if (e->state == AW_PENDING || e->state == AW_IN_FLIGHT ||
-			(e->fence == fence && e->topic == t))
+			e->parked_at >= parked_at)
 			return true;
 		aw_entry_unlink(e);
-		e->topic->n_entries--;
+		aw_topic_count_entries(e->topic, -1);
 	}
 	aw_entry_fill(e, t, attempt, parked_at, fence);
 	aw_entry_link(e, AW_CONFIRMED);
@@ -711,7 +661,7 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 			saved->fence = e->fence;
 		}
 		aw_entry_unlink(e);
-		e->topic->n_entries--;
+		aw_topic_count_entries(e->topic, -1);
 	}
 	aw_entry_fill(e, t, attempt, parked_at, fence);
 	e->woken = inherit;
@@ -913,16 +863,27 @@ aw_set_forget(const char *key, uint64 generation)
  * topic unspent wakes the worker (aw_waiter_leave), so the slots are spent
  * either way.  Without (a raw NOTIFY, received by the worker), the worker,
  * already awake, spends them: handing them on as well would only make the
- * two race.  A full topic table drops the pulse (the rows keep their
- * fences) and counts it.  Never raises.
+ * two race.
+ *
+ * Without create, a pulse for a topic the table does not hold is not
+ * taken (returns false, counts nothing): a raw NOTIFY may come from any
+ * role, and must not fill the topic table with names nobody uses (the
+ * worker creates the topic only when the outbox holds a row of it).  A
+ * full topic table drops the pulse (the rows keep their fences) and counts
+ * it in set_full.  Never raises.
  */
-void
-aw_set_add_slots(const char *topic, int64 slots, bool to_waiter)
+bool
+aw_set_add_slots(const char *topic, int64 slots, bool to_waiter, bool create)
 {
 	AwTopic    *t;
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	t = aw_topic_find(MyDatabaseId, topic, true);
+	t = aw_topic_find(MyDatabaseId, topic, create);
+	if (t == NULL && !create)
+	{
+		LWLockRelease(aw_shared->lock);
+		return false;
+	}
 	aw_shared->counters.pulses_received++;
 	aw_shared->counters.slots_received += slots;
 	aw_shared->counters.last_pulse_at = GetCurrentTimestamp();
@@ -934,8 +895,25 @@ aw_set_add_slots(const char *topic, int64 slots, bool to_waiter)
 	else
 		aw_shared->counters.set_full++;
 	LWLockRelease(aw_shared->lock);
-	if (t == NULL || !to_waiter || aw_waiters_wake(MyDatabaseId, topic, 1) == 0)
+	if (t == NULL)
+		return true;
+	if (!to_waiter || aw_waiters_wake(MyDatabaseId, topic, 1) == 0)
 		aw_wake_worker(MyDatabaseId);
+	return true;
+}
+
+/*
+ * A raw pulse for a topic that has no row in the outbox: counted, ignored.
+ */
+void
+aw_set_count_ignored_pulse(bool malformed)
+{
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	if (malformed)
+		aw_shared->counters.bad_pulses++;
+	else
+		aw_shared->counters.pulses_ignored++;
+	LWLockRelease(aw_shared->lock);
 }
 
 /*
@@ -967,34 +945,38 @@ aw_set_abandon_owned_by_me(void)
  * ---------------------------------------------------------------------
  */
 
+/* Take an entry for a re-offer by this backend; copy what it needs. */
 static void
 aw_take_entry(AwEntry *e, AwTake *out)
 {
 	strlcpy(out->key, e->key.key, sizeof(out->key));
 	out->generation = e->generation;
-	out->saved.valid = true;
-	out->saved.pending = false;
-	out->saved.woken = false;
-	out->saved.generation = 0;
-	strlcpy(out->saved.topic, e->topic->key.name, sizeof(out->saved.topic));
-	out->saved.attempt = e->attempt;
-	out->saved.parked_at = e->parked_at;
-	out->saved.fence = e->fence;
+	out->attempt = e->attempt;
+	out->parked_at = e->parked_at;
+	out->fence = e->fence;
 	aw_entry_set_state(e, AW_IN_FLIGHT);
+	e->owner_procno = AW_MY_PROCNO;
+	e->owner_pid = MyProcPid;
 }
 
 /*
- * Spend one topic's slots, writing the entries taken to out[].  All of it
- * happens under one hold of the set lock, so no park can confirm between
- * the last look at the confirmed list and the marking of pending entries.
- * Returns the number taken; stops early, leaving the rest of the slots on
- * the topic, when out[] is full.  Caller holds the set lock exclusively.
+ * Spend one topic's slots: take candidates into b, and set b->slots to the
+ * rows the round may move.  Due entries come first, each with a slot of its
+ * own; then confirmed entries, oldest first, one per unspent slot, and
+ * beyond that as many as `want` asks for (looking ahead past entries that
+ * may be stale).  When the confirmed list runs out with slots left, steps
+ * 2 and 3 of "How a pulse is spent" follow, all under this one hold of the
+ * set lock, so no park can confirm between the last look at the confirmed
+ * list and the marking of pending entries.  Caller holds the set lock
+ * exclusively.
  */
-static int
-aw_take_topic(AwTopic *t, TimestampTz now, AwTake *out, int max_out)
+static void
+aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 {
 	int			n = 0;
-	uint64		k;
+	uint64		k = 0;			/* slots of this round */
+	uint64		avail;
+	bool		exhausted = true;
 	dlist_mutable_iter iter;
 
 	/*
@@ -1006,7 +988,7 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTake *out, int max_out)
 	{
 		AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
 
-		if (n >= max_out)
+		if (n >= b->max)
 			break;
 		if (e->fence <= now)
 		{
@@ -1014,17 +996,28 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTake *out, int max_out)
 			aw_shared->counters.fences_expired++;
 		}
 		else if (e->retry_at <= now)
-			aw_take_entry(e, &out[n++]);
+		{
+			aw_take_entry(e, &b->takes[n++]);
+			k++;
+		}
 	}
-	k = t->slots;
+	avail = t->slots;
 
 	/* 1. confirmed entries, oldest park first */
 	dlist_foreach_modify(iter, &t->confirmed[AW_KIND_FENCED])
 	{
 		AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
 
-		if (k == 0 || n >= max_out)
+		if (avail == 0 && (k == 0 || n >= want))
+		{
+			exhausted = false;
 			break;
+		}
+		if (n >= b->max)
+		{
+			exhausted = false;
+			break;
+		}
 		if (e->fence <= now)
 		{
 			/* already claimable: no slot is needed to re-offer it */
@@ -1032,86 +1025,123 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTake *out, int max_out)
 			aw_shared->counters.fences_expired++;
 			continue;
 		}
-		aw_take_entry(e, &out[n++]);
-		k--;
-	}
-	if (n >= max_out && k > 0)
-	{
-		t->slots = k;
-		return n;
-	}
-
-	/* 2. slots left: mark pending parks woken, oldest first */
-	dlist_foreach_modify(iter, &t->pending[AW_KIND_FENCED])
-	{
-		AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
-
-		if (k == 0)
-			break;
-		if (!e->woken)
+		aw_take_entry(e, &b->takes[n++]);
+		if (avail > 0)
 		{
-			e->woken = true;
-			k--;
+			avail--;
+			k++;
 		}
 	}
 
-	/* 3. slots still left become a short-lived credit */
-	if (k > 0 && aw_pulse_credit_ms > 0)
+	if (exhausted && avail > 0)
 	{
-		if (t->credit_until <= now)
-			t->credit = 0;
-		t->credit = (t->credit > PG_UINT64_MAX - k) ? PG_UINT64_MAX : t->credit + k;
-		t->credit_until = now + (int64) aw_pulse_credit_ms * 1000;
+		/* 2. slots left: mark pending parks woken, oldest first */
+		dlist_foreach_modify(iter, &t->pending[AW_KIND_FENCED])
+		{
+			AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
+
+			if (avail == 0)
+				break;
+			if (!e->woken)
+			{
+				e->woken = true;
+				avail--;
+			}
+		}
+
+		/* 3. slots still left become a short-lived credit */
+		if (avail > 0 && aw_pulse_credit_ms > 0)
+		{
+			if (t->credit_until <= now)
+				t->credit = 0;
+			t->credit = (t->credit > PG_UINT64_MAX - avail) ? PG_UINT64_MAX : t->credit + avail;
+			t->credit_until = now + (int64) aw_pulse_credit_ms * 1000;
+			/* credited last: the quiet list stays in credit order */
+			if (t->quiet)
+			{
+				dlist_delete(&t->quiet_node);
+				dlist_push_tail(&aw_shared->quiet, &t->quiet_node);
+			}
+		}
+		avail = 0;
 	}
-	t->slots = 0;
+	t->slots = avail;
 	/* due entries waiting to be retried keep the topic on the work list */
-	if (t->in_work && dlist_is_empty(&t->due))
+	if (t->in_work && t->slots == 0 && dlist_is_empty(&t->due))
 	{
 		dlist_delete(&t->work_node);
 		t->in_work = false;
 	}
-	return n;
+	aw_topic_update_quiet(t);
+	b->n = n;
+	b->slots = (int) k;
 }
 
 /*
- * Take entries to re-offer: from one topic (after adding add_slots to it),
- * or from every topic of this database on the work list.  Entries taken are
- * IN_FLIGHT until aw_set_settle.  Returns how many were taken.
+ * Take a round's candidates from b->topic, after adding add_slots to it;
+ * want asks for look-ahead candidates beyond one per slot (see
+ * AwTakeBatch).  Sets b->n and b->slots; b->n is 0 when there is nothing
+ * to re-offer.  The entries taken are IN_FLIGHT, owned by this backend,
+ * until aw_set_settle or aw_set_undo_take.
  */
-int
-aw_set_take(const char *only_topic, uint64 add_slots, AwTake *out, int max_out)
+void
+aw_set_take(AwTakeBatch *b, uint64 add_slots, int want)
 {
-	int			n = 0;
-	TimestampTz now = GetCurrentTimestamp();
+	AwTopic    *t;
 
+	b->n = 0;
+	b->slots = 0;
+	b->settled = false;
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	if (only_topic != NULL)
+	t = aw_topic_find(MyDatabaseId, b->topic, add_slots > 0);
+	if (t != NULL)
 	{
-		AwTopic    *t = aw_topic_find(MyDatabaseId, only_topic, add_slots > 0);
-
-		if (t != NULL)
-		{
-			aw_topic_add_slots(t, add_slots);
-			n = aw_take_topic(t, now, out, max_out);
-		}
+		aw_topic_add_slots(t, add_slots);
+		aw_take_topic(t, GetCurrentTimestamp(), b, want);
 	}
-	else
+	LWLockRelease(aw_shared->lock);
+}
+
+/*
+ * The topics of this database on the work list, as a list of palloc'd
+ * names: what the worker spends, one topic at a time.
+ */
+List *
+aw_set_work_topics(void)
+{
+	List	   *names = NIL;
+	dlist_iter	iter;
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	dlist_foreach(iter, &aw_shared->work)
 	{
-		dlist_mutable_iter iter;
+		AwTopic    *t = dlist_container(AwTopic, work_node, iter.cur);
 
-		dlist_foreach_modify(iter, &aw_shared->work)
+		if (t->key.dbid == MyDatabaseId)
+			names = lappend(names, pstrdup(t->key.name));
+	}
+	LWLockRelease(aw_shared->lock);
+	return names;
+}
+
+/* Is any topic of this database on the work list? */
+bool
+aw_set_has_work(void)
+{
+	dlist_iter	iter;
+	bool		found = false;
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	dlist_foreach(iter, &aw_shared->work)
+	{
+		if (dlist_container(AwTopic, work_node, iter.cur)->key.dbid == MyDatabaseId)
 		{
-			AwTopic    *t = dlist_container(AwTopic, work_node, iter.cur);
-
-			if (t->key.dbid != MyDatabaseId)
-				continue;
-			n += aw_take_topic(t, now, out + n, max_out - n);
-			if (n >= max_out)
-				break;
+			found = true;
+			break;
 		}
 	}
 	LWLockRelease(aw_shared->lock);
-	return n;
+	return found;
 }
 
 /*
@@ -1130,69 +1160,149 @@ aw_set_topic_has_work(const char *topic)
 	return work;
 }
 
+/* Is this in-flight entry the one this backend took as `take`? */
+static inline bool
+aw_entry_taken_by_me(AwEntry *e, const AwTake *take)
+{
+	return e != NULL && e->state == AW_IN_FLIGHT &&
+		e->generation == take->generation &&
+		e->owner_procno == AW_MY_PROCNO && e->owner_pid == MyProcPid;
+}
+
 /*
- * Settle the entries a re-offer took.  A row moved: its entry leaves the
- * set.  A row locked by a transaction still in progress: the entry keeps
- * its slot and is retried after a short, growing delay, so that if the
- * transaction rolls back the row is still re-offered, and if it changes the
- * row, its forget at commit gives the slot back.  A row that changed since
- * its park: the entry is dropped and its slot goes back to its topic, to be
- * spent again (G2).  An entry that a newer park replaced meanwhile is left
- * alone, and the slot goes back.
+ * Settle a round with the outcomes of its compare-and-set.  A row moved:
+ * its entry leaves the set.  A row that changed since its park: its entry
+ * is dropped.  A row still parked at its fence was either locked (by a
+ * transaction still in progress) or not reached because the round's slots
+ * were spent on older rows; while the round has slots it did not use, such
+ * entries keep one each and are retried after a short, growing delay (so
+ * that if the lock holder rolls back the row is still re-offered, and if it
+ * changes the row its forget at commit gives the slot back); the others go
+ * back to the confirmed list.  Slots the round did not use at all go back to
+ * the topic, to be spent again (G2).  An entry that a newer park replaced
+ * meanwhile is left alone.  Never raises: the ABORT callback calls it.
  */
 void
-aw_set_settle(const AwTake *takes, const AwTakeOutcome *outcomes, int n)
+aw_set_settle(AwTakeBatch *b)
 {
 	int			i;
-	bool		returned = false;	/* wake the worker */
+	int			slots_left = b->slots;
+	bool		wake_worker = false;
 	TimestampTz now = GetCurrentTimestamp();
 
-	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < b->n; i++)
 	{
-		AwEntry    *e = aw_entry_find(MyDatabaseId, AW_KIND_FENCED, takes[i].key);
-		bool		mine = (e != NULL && e->state == AW_IN_FLIGHT &&
-							e->generation == takes[i].generation);
+		if (b->outcomes[i] == AW_TAKE_MOVED)
+			slots_left--;
+	}
 
-		if (outcomes[i] == AW_TAKE_MOVED)
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < b->n; i++)
+	{
+		AwEntry    *e = aw_entry_find(MyDatabaseId, AW_KIND_FENCED, b->takes[i].key);
+
+		if (!aw_entry_taken_by_me(e, &b->takes[i]))
 		{
-			aw_shared->counters.rows_reoffered++;
-			if (mine)
-			{
+			if (b->outcomes[i] == AW_TAKE_MOVED)
+				aw_shared->counters.rows_reoffered++;
+			continue;
+		}
+		switch (b->outcomes[i])
+		{
+			case AW_TAKE_MOVED:
+				aw_shared->counters.rows_reoffered++;
 				e->topic->reoffered++;
 				aw_entry_remove(e, false);
-			}
-			continue;
+				break;
+			case AW_TAKE_STALE:
+				aw_entry_remove(e, false);
+				break;
+			case AW_TAKE_VALID:
+				if (slots_left > 0)
+				{
+					slots_left--;
+					e->retry_at = now + ((int64) AW_RETRY_MIN_MS << Min(e->retries, 8)) * 1000;
+					e->retries++;
+					aw_entry_set_state(e, AW_DUE);
+					wake_worker = true; /* it must learn of the retry time */
+				}
+				else
+					aw_entry_set_state(e, AW_CONFIRMED);
+				break;
 		}
-		if (mine && outcomes[i] == AW_TAKE_LOCKED)
-		{
-			e->retry_at = now + ((int64) AW_RETRY_MIN_MS << Min(e->retries, 8)) * 1000;
-			e->retries++;
-			aw_entry_set_state(e, AW_DUE);
-			returned = true;	/* the worker must learn of the retry time */
-			continue;
-		}
-		if (mine)
-			aw_entry_remove(e, false);
-		{
-			AwTopic    *t = aw_topic_find(MyDatabaseId, takes[i].saved.topic, true);
+	}
+	if (slots_left > 0)
+	{
+		AwTopic    *t = aw_topic_find(MyDatabaseId, b->topic, true);
 
-			if (t != NULL)
-			{
-				aw_topic_add_slots(t, 1);
-				aw_shared->counters.slots_returned++;
-				returned = true;
-			}
+		if (t != NULL)
+		{
+			aw_topic_add_slots(t, slots_left);
+			aw_shared->counters.slots_returned += slots_left;
+			wake_worker = true;
 		}
 	}
 	LWLockRelease(aw_shared->lock);
-	if (returned)
+	b->settled = true;
+	if (wake_worker)
 		aw_wake_worker(MyDatabaseId);
 }
 
 /*
- * The worker: the earliest retry time of a due entry of its database, or 0.
- * Only topics on the work list can hold due entries.
+ * The transaction of a round ended without committing (ROLLBACK, an error,
+ * a FATAL on the way out of the backend).  A round not yet settled gives
+ * its entries back as though every row were still parked (locked): each of
+ * its slots stays with one of them, retried shortly.  A settled round's
+ * moved rows are parked again, their UPDATE rolled back: their entries come
+ * back holding a slot each, to be re-offered at once (G2).  Never raises.
+ */
+void
+aw_set_undo_take(AwTakeBatch *b)
+{
+	int			i;
+	bool		wake_worker = false;
+
+	if (b->n == 0)
+		return;
+	if (!b->settled)
+	{
+		for (i = 0; i < b->n; i++)
+			b->outcomes[i] = AW_TAKE_VALID;
+		aw_set_settle(b);
+		return;
+	}
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < b->n; i++)
+	{
+		const AwTake *tk = &b->takes[i];
+		AwTopic    *t;
+		AwEntry    *e;
+		bool		found;
+
+		if (b->outcomes[i] != AW_TAKE_MOVED)
+			continue;
+		t = aw_topic_find(MyDatabaseId, b->topic, true);
+		e = t ? aw_entry_enter(AW_KIND_FENCED, tk->key, &found) : NULL;
+		if (e == NULL)
+		{
+			aw_shared->counters.set_full++;
+			continue;
+		}
+		if (found)
+			continue;			/* a newer park of the row */
+		aw_entry_fill(e, t, tk->attempt, tk->parked_at, tk->fence);
+		aw_entry_link(e, AW_DUE);
+		wake_worker = true;
+	}
+	LWLockRelease(aw_shared->lock);
+	b->n = 0;
+	if (wake_worker)
+		aw_wake_worker(MyDatabaseId);
+}
+
+/*
+ * The earliest retry time of a due entry of this database, or 0.  Only
+ * topics on the work list can hold due entries.
  */
 TimestampTz
 aw_set_next_retry(void)
@@ -1221,8 +1331,10 @@ aw_set_next_retry(void)
 }
 
 /*
- * At worker start: entries a previous worker left in flight go back to the
- * confirmed list, and their slots back to their topics.
+ * At worker start: entries left in flight by a process that is gone go
+ * back to the confirmed list, and their slots back to their topics.  Every
+ * way out of a backend runs the ABORT callback, which settles its rounds,
+ * so this is a safety net; entries a live backend holds are its own.
  */
 void
 aw_set_recover_in_flight(void)
@@ -1234,7 +1346,9 @@ aw_set_recover_in_flight(void)
 	hash_seq_init(&status, aw_entries);
 	while ((e = (AwEntry *) hash_seq_search(&status)) != NULL)
 	{
-		if (e->key.dbid == MyDatabaseId && e->state == AW_IN_FLIGHT)
+		if (e->key.dbid == MyDatabaseId && e->state == AW_IN_FLIGHT &&
+			(e->owner_procno < 0 ||
+			 GetPGProcByNumber(e->owner_procno)->pid != e->owner_pid))
 		{
 			aw_topic_add_slots(e->topic, 1);
 			aw_entry_set_state(e, AW_CONFIRMED);
@@ -1293,4 +1407,106 @@ aw_warn_park_failed(AwParkResult r, const char *key, bool fenced)
 			 errdetail("Row \"%s\" was not parked.", key),
 			 errhint("Increase \"%s\".", r == AW_PARK_SET_FULL ?
 					 "aion_wake.max_parked_rows" : "aion_wake.max_topics")));
+}
+
+/*
+ * Copy this database's entries for aion_wake.parked: the buffer is sized
+ * before the lock is taken (from a count read without it) and, in the rare
+ * case the set grew meanwhile, sized again.
+ */
+AwParkedRow *
+aw_set_copy_entries(int *n)
+{
+	long		room = hash_get_num_entries(aw_entries) + 16;
+
+	for (;;)
+	{
+		AwParkedRow *rows = palloc(sizeof(AwParkedRow) * room);
+		HASH_SEQ_STATUS status;
+		AwEntry    *e;
+		long		count = 0;
+		bool		fits;
+
+		LWLockAcquire(aw_shared->lock, LW_SHARED);
+		fits = (hash_get_num_entries(aw_entries) <= room);
+		if (fits)
+		{
+			hash_seq_init(&status, aw_entries);
+			while ((e = (AwEntry *) hash_seq_search(&status)) != NULL)
+			{
+				AwParkedRow *r = &rows[count];
+
+				if (e->key.dbid != MyDatabaseId)
+					continue;
+				strlcpy(r->key, e->key.key, sizeof(r->key));
+				strlcpy(r->topic, e->topic->key.name, sizeof(r->topic));
+				r->attempt = e->attempt;
+				r->pending = (e->state == AW_PENDING);
+				/* due and in-flight entries hold a slot: woken, for the reader */
+				r->woken = e->woken || e->state == AW_DUE || e->state == AW_IN_FLIGHT;
+				r->fenced = (e->key.kind == AW_KIND_FENCED);
+				r->parked_at = e->parked_at;
+				r->fence = e->fence;
+				r->owner_pid = e->owner_pid;
+				count++;
+			}
+		}
+		else
+			room = hash_get_num_entries(aw_entries) + 16;
+		LWLockRelease(aw_shared->lock);
+		if (fits)
+		{
+			*n = (int) count;
+			return rows;
+		}
+		pfree(rows);
+	}
+}
+
+/* Copy this database's topics for aion_wake.topics, as above. */
+AwTopicRow *
+aw_set_copy_topics(int *n)
+{
+	long		room = hash_get_num_entries(aw_topics) + 16;
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (;;)
+	{
+		AwTopicRow *rows = palloc(sizeof(AwTopicRow) * room);
+		HASH_SEQ_STATUS status;
+		AwTopic    *t;
+		long		count = 0;
+		bool		fits;
+
+		LWLockAcquire(aw_shared->lock, LW_SHARED);
+		fits = (hash_get_num_entries(aw_topics) <= room);
+		if (fits)
+		{
+			hash_seq_init(&status, aw_topics);
+			while ((t = (AwTopic *) hash_seq_search(&status)) != NULL)
+			{
+				AwTopicRow *r = &rows[count];
+
+				if (t->key.dbid != MyDatabaseId)
+					continue;
+				strlcpy(r->name, t->key.name, sizeof(r->name));
+				r->parked = t->n_entries;
+				r->unspent_slots = (int64) Min(t->slots, (uint64) PG_INT64_MAX);
+				r->credit = t->credit_until > now ?
+					(int64) Min(t->credit, (uint64) PG_INT64_MAX) : 0;
+				r->pulses = (int64) Min(t->pulses, (uint64) PG_INT64_MAX);
+				r->reoffered = (int64) Min(t->reoffered, (uint64) PG_INT64_MAX);
+				count++;
+			}
+		}
+		else
+			room = hash_get_num_entries(aw_topics) + 16;
+		LWLockRelease(aw_shared->lock);
+		if (fits)
+		{
+			*n = (int) count;
+			return rows;
+		}
+		pfree(rows);
+	}
 }

@@ -20,17 +20,20 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "aion_wake.h"
 #include "aw_set.h"
 #include "aw_waiters.h"
+#include "aw_worker_slots.h"
 
 PG_FUNCTION_INFO_V1(aw_park_pending);
 PG_FUNCTION_INFO_V1(aw_confirm);
@@ -281,24 +284,6 @@ aw_take_confirmed(PG_FUNCTION_ARGS)
 }
 
 /*
- * The worker slot for this database: the one the worker published, or the
- * one named after it before the worker has connected.
- */
-static AwWorkerSlot *
-aw_my_worker_slot(const char *dbname)
-{
-	AwWorkerSlot *slot = aw_worker_slot_for(MyDatabaseId);
-	int			i;
-
-	for (i = 0; slot == NULL && i < aw_shared->nworkers; i++)
-	{
-		if (strcmp(aw_shared->workers[i].dbname, dbname) == 0)
-			slot = &aw_shared->workers[i];
-	}
-	return slot;
-}
-
-/*
  * aion_wake.status: one row of counters.  Reads counters only; never scans
  * the set.
  */
@@ -327,17 +312,24 @@ aw_status(PG_FUNCTION_ARGS)
 
 	LWLockAcquire(aw_shared->lock, LW_SHARED);
 	c = aw_shared->counters;
-	slot = aw_my_worker_slot(dbname);
+	LWLockRelease(aw_shared->lock);
+	slot = aw_worker_slot_named(dbname);
 	if (slot != NULL)
 	{
-		pid = slot->pid;
-		started_at = slot->started_at;
-		listening = slot->listening;
 		SpinLockAcquire(&slot->mutex);
-		strlcpy(listen_error, slot->listen_error, sizeof(listen_error));
+		if (slot->connected && slot->dbid == MyDatabaseId)
+		{
+			pid = slot->pid;
+			started_at = slot->started_at;
+			listening = slot->listening;
+			strlcpy(listen_error, slot->listen_error, sizeof(listen_error));
+		}
 		SpinLockRelease(&slot->mutex);
 	}
-	LWLockRelease(aw_shared->lock);
+	/* the error names roles and socket paths: as pg_stat_activity.query */
+	if (listen_error[0] != '\0' &&
+		!has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS))
+		strlcpy(listen_error, "<insufficient privilege>", sizeof(listen_error));
 
 	/* worker_pid, worker_database, served */
 	values[i] = Int32GetDatum(pid);
@@ -373,81 +365,72 @@ aw_status(PG_FUNCTION_ARGS)
 }
 
 /*
- * aion_wake.parked: one row per entry of this database.
+ * aion_wake.parked: one row per entry of this database.  The entries are
+ * copied under the set lock and turned into rows after it is released.
  */
 Datum
 aw_parked(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	HASH_SEQ_STATUS status;
-	AwEntry    *e;
+	AwParkedRow *rows;
+	int			n;
+	int			i;
 
 	aw_require_loaded();
 	InitMaterializedSRF(fcinfo, 0);
-
-	LWLockAcquire(aw_shared->lock, LW_SHARED);
-	hash_seq_init(&status, aw_entries);
-	while ((e = (AwEntry *) hash_seq_search(&status)) != NULL)
+	rows = aw_set_copy_entries(&n);
+	for (i = 0; i < n; i++)
 	{
+		AwParkedRow *r = &rows[i];
 		Datum		values[8];
 		bool		nulls[8];
 
-		if (e->key.dbid != MyDatabaseId)
-			continue;
 		memset(nulls, 0, sizeof(nulls));
-		values[0] = CStringGetTextDatum(e->key.key);
-		values[1] = CStringGetTextDatum(e->topic->key.name);
-		values[2] = Int32GetDatum(e->attempt);
-		values[3] = CStringGetTextDatum(aw_state_name(e->state));
-		/* due and in-flight entries hold a slot: woken, for the reader */
-		values[4] = BoolGetDatum(e->woken || e->state == AW_DUE ||
-								 e->state == AW_IN_FLIGHT);
-		values[5] = TimestampTzGetDatum(e->parked_at);
-		values[6] = TimestampTzGetDatum(e->fence);
-		nulls[6] = (e->key.kind == AW_KIND_UNFENCED);
-		values[7] = Int32GetDatum(e->owner_pid);
-		nulls[7] = (e->state != AW_PENDING);
+		values[0] = CStringGetTextDatum(r->key);
+		values[1] = CStringGetTextDatum(r->topic);
+		values[2] = Int32GetDatum(r->attempt);
+		values[3] = CStringGetTextDatum(r->pending ? "pending" : "confirmed");
+		values[4] = BoolGetDatum(r->woken);
+		values[5] = TimestampTzGetDatum(r->parked_at);
+		values[6] = TimestampTzGetDatum(r->fence);
+		nulls[6] = !r->fenced;
+		values[7] = Int32GetDatum(r->owner_pid);
+		nulls[7] = !r->pending;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
-	LWLockRelease(aw_shared->lock);
 	return (Datum) 0;
 }
 
 /*
  * aion_wake.topics: one row per topic of this database in the topic table,
- * with its waiters.  Takes the waiter lock inside the set lock (nothing
- * takes them the other way round).
+ * with its waiters.  Topics are copied under the set lock; the waiter
+ * registry is asked afterwards, under its own lock.
  */
 Datum
 aw_topics_view(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	HASH_SEQ_STATUS status;
-	AwTopic    *t;
-	TimestampTz now = GetCurrentTimestamp();
+	AwTopicRow *rows;
+	int			n;
+	int			i;
 
 	aw_require_loaded();
 	InitMaterializedSRF(fcinfo, 0);
-
-	LWLockAcquire(aw_shared->lock, LW_SHARED);
-	hash_seq_init(&status, aw_topics);
-	while ((t = (AwTopic *) hash_seq_search(&status)) != NULL)
+	rows = aw_set_copy_topics(&n);
+	for (i = 0; i < n; i++)
 	{
+		AwTopicRow *r = &rows[i];
 		Datum		values[7];
 		bool		nulls[7] = {false, false, false, false, false, false, false};
 
-		if (t->key.dbid != MyDatabaseId)
-			continue;
-		values[0] = CStringGetTextDatum(t->key.name);
-		values[1] = Int64GetDatum(t->n_entries);
-		values[2] = Int64GetDatum((int64) Min(t->slots, (uint64) PG_INT64_MAX));
-		values[3] = Int64GetDatum(t->credit_until > now ?
-								  (int64) Min(t->credit, (uint64) PG_INT64_MAX) : 0);
-		values[4] = Int32GetDatum(aw_waiters_of_topic(MyDatabaseId, t->key.name));
-		values[5] = Int64GetDatum((int64) t->pulses);
-		values[6] = Int64GetDatum((int64) t->reoffered);
+		values[0] = CStringGetTextDatum(r->name);
+		values[1] = Int64GetDatum(r->parked);
+		values[2] = Int64GetDatum(r->unspent_slots);
+		values[3] = Int64GetDatum(r->credit);
+		values[4] = Int32GetDatum(aw_waiters_of_topic(MyDatabaseId, r->name));
+		values[5] = Int64GetDatum(r->pulses);
+		values[6] = Int64GetDatum(r->reoffered);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
-	LWLockRelease(aw_shared->lock);
 	return (Datum) 0;
 }

@@ -4,14 +4,24 @@
  *	  The compare-and-set re-offer: pull a parked row's fence forward to now,
  *	  but only if the row still carries the fence its park wrote.
  *
- *	  Entries are taken from the set under its lock (parked_set.c decides
- *	  where every slot goes), then one UPDATE moves every row taken, skipping
- *	  rows that are locked, and the set is settled with what moved.  A row
- *	  claimed, completed or re-fenced since its park no longer matches its
- *	  fence and is never pulled forward (G3); attempt is left alone (G4).
- *	  The worker runs this in its own transactions; aion_wake.reoffer() runs
- *	  it in the caller's.  If the transaction rolls back, the entries of the
- *	  rows it moved are put back by the ABORT callback.
+ *	  A re-offer goes in rounds.  Each round takes candidates from the set
+ *	  under its lock (parked_set.c decides where every slot goes), then one
+ *	  statement moves the first rows among them that still carry their
+ *	  park's fence, up to the round's slots, skipping rows that are locked,
+ *	  and reports for every candidate whether it moved, is still parked, or
+ *	  changed since its park; the set is settled with that.  A row claimed,
+ *	  completed or re-fenced since its park no longer matches its fence and
+ *	  is never pulled forward (G3); attempt is left alone (G4).  A round that
+ *	  meets stale entries (rows deleted behind aion_wake's back, say) looks
+ *	  twice as far ahead in the next, so a pulse of k slots costs O(k + log n)
+ *	  statements whatever the number n of stale entries before its rows.
+ *
+ *	  Each round is recorded in the transaction (aw_xact_take_batch) before
+ *	  its entries are taken, so however the transaction ends -- ROLLBACK, an
+ *	  error, a FATAL on the way out of a terminated backend -- the ABORT
+ *	  callback gives the entries and their slots back.  The worker runs each
+ *	  round in a transaction of its own; aion_wake.reoffer() and a claimer
+ *	  that spends a pulse run them in the caller's.
  *
  * Copyright (c) 2026, aion_wake authors
  *
@@ -29,165 +39,177 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "aw_plans.h"
 #include "aw_reoffer.h"
-#include "aw_set.h"
 #include "aw_xact.h"
 
-/* entries taken per UPDATE */
-#define AW_REOFFER_BATCH 256
+/* candidates per round: the first round's, and the most a round may take */
+#define AW_ROUND_MIN 256
+#define AW_ROUND_MAX 8192
 
 static SPIPlanPtr aw_cas_plan = NULL;
-static SPIPlanPtr aw_still_parked_plan = NULL;
 
 /*
- * Prepare a statement once per backend and keep it.
+ * The compare-and-set over a round's candidates, in their order: lock and
+ * move the first $4 rows still parked at their fence (skipping locked
+ * rows), then report each candidate by its position: moved, or still
+ * parked at its fence (valid), or neither (stale).  Every access to the
+ * outbox is by key, one candidate at a time (LATERAL), so the plan is an
+ * index plan whatever the table's size (see plans.c).
  */
-static SPIPlanPtr
-aw_prepare(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
-{
-	if (*cache == NULL)
-	{
-		/* index lookups whatever the arrays hold: keep the generic plan */
-		SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
+static const char aw_cas_sql[] =
+"WITH t AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) "
+"                          WITH ORDINALITY AS t(k, f, n)), "
+"c AS (SELECT x.dispatch_key FROM t, "
+"      LATERAL (SELECT o.dispatch_key FROM aion_wake.outbox o "
+"                WHERE o.dispatch_key OPERATOR(pg_catalog.=) t.k "
+"                  AND o.visible_after OPERATOR(pg_catalog.=) t.f "
+"                  AND o.visible_after OPERATOR(pg_catalog.>) $3 "
+"                  AND o.parked_at IS NOT NULL "
+"                  FOR UPDATE OF o SKIP LOCKED) x "
+"      LIMIT $4), "
+"u AS (UPDATE aion_wake.outbox o SET visible_after = $3, parked_at = NULL "
+"       WHERE o.dispatch_key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.dispatch_key FROM c)) "
+"      RETURNING o.dispatch_key) "
+"SELECT t.n, u.dispatch_key IS NOT NULL, v.parked "
+"  FROM t LEFT JOIN u ON u.dispatch_key OPERATOR(pg_catalog.=) t.k, "
+"       LATERAL (SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 AS parked "
+"                  FROM aion_wake.outbox o "
+"                 WHERE o.dispatch_key OPERATOR(pg_catalog.=) t.k "
+"                   AND o.visible_after OPERATOR(pg_catalog.=) t.f "
+"                   AND o.visible_after OPERATOR(pg_catalog.>) $3 "
+"                   AND o.parked_at IS NOT NULL) v";
 
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
-				 SPI_result_code_string(SPI_result));
-		SPI_keepplan(plan);
-		*cache = plan;
-	}
-	return *cache;
-}
-
-/* Run the compare-and-set over the entries taken; fill outcomes[]. */
+/* Run the compare-and-set over a round; fill b->outcomes.  Returns rows moved. */
 static int
-aw_reoffer_execute(const AwTake *takes, int n, AwTakeOutcome *outcomes)
+aw_reoffer_execute(AwTakeBatch *b)
 {
-	Datum	   *keys = palloc(sizeof(Datum) * n);
-	Datum	   *fences = palloc(sizeof(Datum) * n);
-	Datum		args[3];
-	Oid			types[3] = {TEXTARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZOID};
+	static const Oid types[4] = {TEXTARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZOID, INT4OID};
+	Datum	   *keys = palloc(sizeof(Datum) * b->n);
+	Datum	   *fences = palloc(sizeof(Datum) * b->n);
+	Datum		args[4];
 	int			moved = 0;
 	int			i;
 	uint64		r;
-	SPIPlanPtr	plan;
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < b->n; i++)
 	{
-		keys[i] = CStringGetTextDatum(takes[i].key);
-		fences[i] = TimestampTzGetDatum(takes[i].saved.fence);
-		outcomes[i] = AW_TAKE_STALE;
+		keys[i] = CStringGetTextDatum(b->takes[i].key);
+		fences[i] = TimestampTzGetDatum(b->takes[i].fence);
 	}
-	args[0] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
-	args[1] = PointerGetDatum(construct_array(fences, n, TIMESTAMPTZOID, 8,
+	args[0] = PointerGetDatum(construct_array(keys, b->n, TEXTOID, -1, false, TYPALIGN_INT));
+	args[1] = PointerGetDatum(construct_array(fences, b->n, TIMESTAMPTZOID, 8,
 											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	args[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+	args[3] = Int32GetDatum(b->slots);
 
-	plan = aw_prepare(&aw_cas_plan,
-					  "WITH t(k, f) AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))), "
-					  "c AS (SELECT o.dispatch_key FROM aion_wake.outbox o, t "
-					  "      WHERE o.dispatch_key OPERATOR(pg_catalog.=) t.k "
-					  "        AND o.visible_after OPERATOR(pg_catalog.=) t.f "
-					  "        AND o.visible_after OPERATOR(pg_catalog.>) $3 "
-					  "        AND o.parked_at IS NOT NULL "
-					  "      FOR UPDATE OF o SKIP LOCKED) "
-					  "UPDATE aion_wake.outbox o SET visible_after = $3, parked_at = NULL "
-					  "  FROM c WHERE o.dispatch_key OPERATOR(pg_catalog.=) c.dispatch_key "
-					  "RETURNING o.dispatch_key",
-					  3, types);
-	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
-		elog(ERROR, "aion_wake: re-offer update failed");
+	(void) aw_plan_run(aw_plan_prepare(&aw_cas_plan, aw_cas_sql, 4, types),
+					   args, NULL, SPI_OK_SELECT);
 	for (r = 0; r < SPI_processed; r++)
 	{
-		char	   *k = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int64		pos = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 
-		for (i = 0; i < n; i++)
+		if (pos < 1 || pos > b->n)
+			elog(ERROR, "aion_wake re-offer returned candidate %lld of %d",
+				 (long long) pos, b->n);
+		if (DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull)))
 		{
-			if (outcomes[i] != AW_TAKE_MOVED && strcmp(takes[i].key, k) == 0)
-			{
-				outcomes[i] = AW_TAKE_MOVED;
-				moved++;
-				break;
-			}
+			b->outcomes[pos - 1] = AW_TAKE_MOVED;
+			moved++;
 		}
+		else if (DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull)))
+			b->outcomes[pos - 1] = AW_TAKE_VALID;
+		else
+			b->outcomes[pos - 1] = AW_TAKE_STALE;
 	}
-	if (moved == n)
-		return moved;
+	pfree(keys);
+	pfree(fences);
+	return moved;
+}
 
-	/* rows not moved but still parked at their fence were locked */
-	plan = aw_prepare(&aw_still_parked_plan,
-					  "SELECT o.dispatch_key FROM aion_wake.outbox o, "
-					  "       ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS t(k, f) "
-					  " WHERE o.dispatch_key OPERATOR(pg_catalog.=) t.k "
-					  "   AND o.visible_after OPERATOR(pg_catalog.=) t.f "
-					  "   AND o.visible_after OPERATOR(pg_catalog.>) $3 "
-					  "   AND o.parked_at IS NOT NULL",
-					  3, types);
-	if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "aion_wake: re-offer check failed");
-	for (r = 0; r < SPI_processed; r++)
+void
+aw_reoffer_start(AwReoffer *r)
+{
+	r->want = 0;
+	r->max = AW_ROUND_MIN;
+	r->done = false;
+}
+
+/*
+ * One round over a topic, after adding add_slots to it (the caller is
+ * connected to SPI).  Each row moved wakes a waiter at commit; with
+ * moved_keys, the keys are added there instead and waking is left to the
+ * caller.  Sets r->done when the topic has nothing left to re-offer now.
+ * Returns the number of rows moved.
+ */
+int64
+aw_reoffer_step(const char *topic, uint64 add_slots, AwReoffer *r,
+				bool notify_ready, List **moved_keys)
+{
+	AwTakeBatch *b = aw_xact_take_batch(topic, r->max);
+	int			moved = 0;
+	int			stale = 0;
+	int			taken;
+	int			i;
+
+	aw_set_take(b, add_slots, r->want);
+	taken = b->n;
+	if (taken == 0)
 	{
-		char	   *k = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
+		r->done = true;
+		return 0;
+	}
+	moved = aw_reoffer_execute(b);
+	aw_set_settle(b);
 
-		for (i = 0; i < n; i++)
-		{
-			if (outcomes[i] == AW_TAKE_STALE && strcmp(takes[i].key, k) == 0)
-			{
-				outcomes[i] = AW_TAKE_LOCKED;
-				break;
-			}
-		}
+	/* keep only what a rollback needs: the rows moved */
+	b->n = 0;
+	for (i = 0; i < taken; i++)
+	{
+		if (b->outcomes[i] == AW_TAKE_STALE)
+			stale++;
+		if (b->outcomes[i] != AW_TAKE_MOVED)
+			continue;
+		b->takes[b->n] = b->takes[i];
+		b->outcomes[b->n] = AW_TAKE_MOVED;
+		b->n++;
+		if (moved_keys != NULL)
+			*moved_keys = lappend(*moved_keys, pstrdup(b->takes[i].key));
+		else
+			aw_xact_record_ready(topic, 1);
+	}
+	if (moved > 0 && notify_ready)
+		Async_Notify("aion_wake_ready", topic);
+
+	/* stale entries, or a round too small for its slots: look further */
+	if (stale > 0 || taken == r->max)
+	{
+		r->max = Min(r->max * 2, AW_ROUND_MAX);
+		if (stale > 0)
+			r->want = r->max;
 	}
 	return moved;
 }
 
+/*
+ * Spend a topic's slots (after adding add_slots) in the current
+ * transaction, round after round, until none is left to spend now.
+ */
 int64
-aw_reoffer_round(const char *only_topic, int32 slots, bool notify_ready,
+aw_reoffer_topic(const char *topic, uint64 add_slots, bool notify_ready,
 				 List **moved_keys)
 {
-	AwTake	   *takes = palloc(sizeof(AwTake) * AW_REOFFER_BATCH);
-	AwTakeOutcome *outcomes = palloc(sizeof(AwTakeOutcome) * AW_REOFFER_BATCH);
-	uint64		add = slots > 0 ? slots : 0;
+	AwReoffer	r;
 	int64		total = 0;
 
-	for (;;)
+	aw_reoffer_start(&r);
+	while (!r.done)
 	{
-		int			n = aw_set_take(only_topic, add, takes, AW_REOFFER_BATCH);
-		int			i;
-
-		add = 0;
-		if (n == 0)
-			break;
-
-		PG_TRY();
-		{
-			total += aw_reoffer_execute(takes, n, outcomes);
-		}
-		PG_CATCH();
-		{
-			/* nothing moved that will stay moved: retry every entry later */
-			for (i = 0; i < n; i++)
-				outcomes[i] = AW_TAKE_LOCKED;
-			aw_set_settle(takes, outcomes, n);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-
-		aw_set_settle(takes, outcomes, n);
-		for (i = 0; i < n; i++)
-		{
-			if (outcomes[i] != AW_TAKE_MOVED)
-				continue;
-			aw_xact_record_reoffer(takes[i].key, &takes[i].saved);
-			if (moved_keys != NULL)
-				*moved_keys = lappend(*moved_keys, pstrdup(takes[i].key));
-			else
-				aw_xact_record_ready(takes[i].saved.topic, 1);
-			if (notify_ready)
-				Async_Notify("aion_wake_ready", takes[i].saved.topic);
-		}
+		total += aw_reoffer_step(topic, add_slots, &r, notify_ready, moved_keys);
+		add_slots = 0;
 	}
-	pfree(takes);
-	pfree(outcomes);
 	return total;
 }

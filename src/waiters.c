@@ -16,8 +16,14 @@
  *	  Rows also become claimable when a fence passes (a delayed enqueue, a
  *	  back-off, an expired lease).  Nobody commits at that moment, so the
  *	  worker keeps, per topic with waiters, the next fence that could make
- *	  a row visible, sleeps until it, counts the rows that became visible
- *	  and wakes that many waiters.  Writers lower that fence at COMMIT.
+ *	  a row visible, and sleeps until it.  Then it counts the rows of the
+ *	  topic that are visible (up to the number of its waiters) and wakes as
+ *	  many waiters as that count exceeds those already woken: a look at the
+ *	  level, not at what changed since the last look, so a row whose fence
+ *	  passed before its transaction committed, or while the worker was
+ *	  busy, is counted all the same.  Writers lower the next fence at
+ *	  COMMIT, and a fence that has already passed by then makes the worker
+ *	  look at once.
  *
  *	  Everything here is guarded by the second LWLock of the "aion_wake"
  *	  tranche; nothing raises while holding it.
@@ -45,14 +51,15 @@
 #include "aion_wake.h"
 #include "aw_set.h"
 #include "aw_waiters.h"
+#include "aw_worker_slots.h"
 
 typedef struct AwWaitTopic
 {
 	AwTopicKey	key;			/* hash key: must be first */
 	dlist_head	queue;			/* registered and not ready, oldest first */
 	int			n_waiters;		/* registered, ready or not */
+	int			n_ready;		/* woken and not yet back in the queue */
 	TimestampTz next_fence;		/* 0: unknown; DT_NOEND: none */
-	TimestampTz checked_upto;
 	TimestampTz hint_since;		/* lowest hint since the worker looked */
 } AwWaitTopic;
 
@@ -136,8 +143,8 @@ aw_wait_topic_find(Oid dbid, const char *name, HASHACTION action)
 	{
 		dlist_init(&t->queue);
 		t->n_waiters = 0;
+		t->n_ready = 0;
 		t->next_fence = 0;
-		t->checked_upto = 0;
 		t->hint_since = DT_NOEND;
 	}
 	return t;
@@ -163,6 +170,7 @@ aw_wait_topic_take(AwWaitTopic *t, int64 n, int *procnos, int max_out)
 		if (GetPGProcByNumber(procno)->pid != w->pid)
 			continue;			/* stale: its backend is gone */
 		w->ready = true;
+		t->n_ready++;
 		procnos[taken++] = procno;
 	}
 	return taken;
@@ -231,6 +239,8 @@ aw_waiter_rearm(void)
 	AwWaiter   *w = &aw_wait->slots[AW_MY_PROCNO];
 
 	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
+	if (w->ready)
+		w->topic->n_ready--;
 	w->ready = false;
 	if (!w->queued)
 	{
@@ -270,7 +280,10 @@ aw_waiter_leave(void)
 	if (w->queued)
 		dlist_delete(&w->node);
 	if (w->ready)
+	{
+		t->n_ready--;
 		n = aw_wait_topic_take(t, 1, &procno, 1);
+	}
 	w->pid = 0;
 	w->queued = false;
 	w->ready = false;
@@ -367,7 +380,9 @@ aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence)
 
 /*
  * The worker: topics of its database with waiters whose next fence is
- * unknown or has passed.  Starts a new hint window for each.
+ * unknown or has passed, at most max_out of them, with the number of
+ * waiters of each (how many visible rows are worth counting).  Starts a new
+ * hint window for each.
  */
 int
 aw_waiters_due_fences(TimestampTz now, AwFenceCheck *out, int max_out)
@@ -385,8 +400,7 @@ aw_waiters_due_fences(TimestampTz now, AwFenceCheck *out, int max_out)
 		if (t->key.dbid != MyDatabaseId || (t->next_fence != 0 && t->next_fence > now))
 			continue;
 		strlcpy(out[n].topic, t->key.name, sizeof(out[n].topic));
-		out[n].known = (t->next_fence != 0);
-		out[n].checked_upto = t->checked_upto;
+		out[n].waiters = t->n_waiters;
 		t->hint_since = DT_NOEND;
 		if (++n >= max_out)
 		{
@@ -399,25 +413,26 @@ aw_waiters_due_fences(TimestampTz now, AwFenceCheck *out, int max_out)
 }
 
 /*
- * The worker looked at a topic: visible_rows rows became claimable since
- * the last look, and next_fence (DT_NOEND for none) is the next fence ahead.
- * A hint that came in while it looked still counts.
+ * The worker looked at a topic: visible_rows rows are claimable (counted up
+ * to the number of waiters), and next_fence (DT_NOEND for none) is the next
+ * fence ahead.  Wake as many queued waiters as the visible rows exceed the
+ * waiters already woken.  A hint that came in while it looked still counts.
  */
 void
-aw_waiters_fence_result(const char *topic, TimestampTz checked_upto,
-						int64 visible_rows, TimestampTz next_fence)
+aw_waiters_fence_result(const char *topic, int64 visible_rows, TimestampTz next_fence)
 {
 	AwWaitTopic *t;
+	int64		wake = 0;
 
 	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
 	t = aw_wait_topic_find(MyDatabaseId, topic, HASH_FIND);
 	if (t != NULL)
 	{
 		t->next_fence = Min(next_fence, t->hint_since);
-		t->checked_upto = checked_upto;
+		wake = visible_rows - t->n_ready;
 	}
 	LWLockRelease(aw_wait->lock);
-	aw_waiters_wake(MyDatabaseId, topic, visible_rows);
+	aw_waiters_wake(MyDatabaseId, topic, wake);
 }
 
 /* The worker: the earliest known next fence of its topics, or 0. */

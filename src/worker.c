@@ -65,9 +65,11 @@
 #include "aion_wake.h"
 #include "aw_pulse_parse.h"
 #include "aw_reoffer.h"
+#include "aw_plans.h"
 #include "aw_set.h"
 #include "aw_waiters.h"
 #include "aw_worker.h"
+#include "aw_worker_slots.h"
 
 /* restart delay after a failure, seconds */
 #define AW_WORKER_RESTART_SECS	2
@@ -79,7 +81,15 @@
 /* rows read per fetch while rebuilding the set */
 #define AW_REBUILD_FETCH		1000
 
+/* a raw pulse for a topic the set does not hold (aw_handle_raw_pulse) */
+typedef struct AwUnknownPulse
+{
+	char		topic[AW_TOPIC_MAXLEN + 1];	/* hash key: must be first */
+	int64		slots;
+} AwUnknownPulse;
+
 static AwWorkerSlot *aw_slot = NULL;
+static HTAB *aw_unknown_pulses = NULL;
 static PGconn *aw_conn = NULL;
 static TimestampTz aw_next_connect = 0;
 static int	aw_connect_delay_ms = AW_CONNECT_MIN_MS;
@@ -91,45 +101,12 @@ static char *aw_login_role = NULL;
 static char aw_conn_role[NAMEDATALEN];	/* role of the open connection */
 
 /*
- * The databases named in aion_wake.database, at most AW_MAX_WORKERS.  The
- * postmaster parses it twice (to register workers and to size their slots),
- * always the same way.
- */
-List *
-aw_database_names(void)
-{
-	char	   *raw = pstrdup(aw_database_list ? aw_database_list : "");
-	List	   *names = NIL;
-	List	   *result = NIL;
-	ListCell   *lc;
-
-	if (!SplitIdentifierString(raw, ',', &names))
-		ereport(FATAL,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid list syntax in parameter \"%s\"", "aion_wake.database")));
-	foreach(lc, names)
-	{
-		if (list_length(result) >= AW_MAX_WORKERS)
-		{
-			ereport(WARNING,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("aion_wake serves at most %d databases", AW_MAX_WORKERS),
-					 errdetail("Database \"%s\" and those after it in \"%s\" get no worker.",
-							   (char *) lfirst(lc), "aion_wake.database")));
-			break;
-		}
-		result = lappend(result, pstrdup((char *) lfirst(lc)));
-	}
-	return result;
-}
-
-/*
  * Register one worker per database.  Called from _PG_init in the postmaster.
  */
 void
 aw_register_workers(void)
 {
-	List	   *names = aw_database_names();
+	List	   *names = aw_database_names(true);
 	ListCell   *lc;
 	int			i = 0;
 
@@ -152,12 +129,10 @@ aw_register_workers(void)
 }
 
 static void
-aw_set_listen_state(bool listening, const char *error)
+aw_publish_listen_state(bool listening, const char *error)
 {
-	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	aw_slot->listening = listening;
-	LWLockRelease(aw_shared->lock);
 	SpinLockAcquire(&aw_slot->mutex);
+	aw_slot->listening = listening;
 	strlcpy(aw_slot->listen_error, error ? error : "", sizeof(aw_slot->listen_error));
 	SpinLockRelease(&aw_slot->mutex);
 }
@@ -170,11 +145,12 @@ aw_worker_detach(int code, Datum arg)
 		PQfinish(aw_conn);
 		aw_conn = NULL;
 	}
-	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	SpinLockAcquire(&aw_slot->mutex);
 	aw_slot->pid = 0;
 	aw_slot->procno = -1;
+	aw_slot->connected = false;
 	aw_slot->listening = false;
-	LWLockRelease(aw_shared->lock);
+	SpinLockRelease(&aw_slot->mutex);
 }
 
 /* ---------------------------------------------------------------------
@@ -257,7 +233,7 @@ aw_listen_disconnect(const char *why)
 		aw_conn = NULL;
 		aw_conn_generation++;
 	}
-	aw_set_listen_state(false, why);
+	aw_publish_listen_state(false, why);
 }
 
 static void
@@ -322,7 +298,7 @@ aw_listen_connect(void)
 
 	aw_conn = libpqsrv_connect_params(keywords, values, false, PG_WAIT_EXTENSION);
 	aw_conn_generation++;
-	list_free(dirlist);
+	list_free_deep(dirlist);
 	pfree(dirs);
 	if (aw_conn == NULL || PQstatus(aw_conn) != CONNECTION_OK)
 	{
@@ -343,11 +319,17 @@ aw_listen_connect(void)
 		return;
 	}
 	aw_connect_delay_ms = AW_CONNECT_MIN_MS;
-	aw_set_listen_state(true, NULL);
+	aw_publish_listen_state(true, NULL);
 	ereport(LOG, (errmsg("aion_wake worker is listening on channel \"%s\"", "aion_wake_capacity")));
 }
 
-/* One raw pulse: add its slots, or count and (rarely) log it. */
+/*
+ * One raw pulse: add its slots, or count and (rarely) log it.  A pulse for
+ * a topic the set does not know yet waits in aw_unknown_pulses until the
+ * worker has looked in the outbox for a row of that topic
+ * (aw_admit_unknown_pulses): a raw NOTIFY can come from any role, and
+ * junk topic names must not fill the topic table.
+ */
 static void
 aw_handle_raw_pulse(const char *payload)
 {
@@ -361,13 +343,28 @@ aw_handle_raw_pulse(const char *payload)
 	r = aw_parse_pulse(payload, strlen(payload), topic, &slots);
 	if (r == AW_PULSE_OK)
 	{
-		aw_set_add_slots(topic, slots, false);
+		if (!aw_set_add_slots(topic, slots, false, false))
+		{
+			AwUnknownPulse *u;
+			bool		found;
+
+			if (aw_unknown_pulses == NULL)
+			{
+				HASHCTL		ctl;
+
+				ctl.keysize = AW_TOPIC_MAXLEN + 1;
+				ctl.entrysize = sizeof(AwUnknownPulse);
+				ctl.hcxt = CurrentMemoryContext;
+				aw_unknown_pulses = hash_create("aion_wake unknown pulses", 64, &ctl,
+												HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+			}
+			u = hash_search(aw_unknown_pulses, topic, HASH_ENTER, &found);
+			u->slots = (found ? Min(u->slots + slots, PG_INT64_MAX / 2) : slots);
+		}
 		return;
 	}
 
-	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	aw_shared->counters.bad_pulses++;
-	LWLockRelease(aw_shared->lock);
+	aw_set_count_ignored_pulse(true);
 
 	now = GetCurrentTimestamp();
 	if (last_log != 0 && !TimestampDifferenceExceeds(last_log, now, AW_BAD_PULSE_LOG_MS))
@@ -412,6 +409,52 @@ aw_listen_drain(void)
  * ---------------------------------------------------------------------
  */
 
+static void aw_begin(const char *activity);
+static void aw_end(void);
+
+/*
+ * Raw pulses for topics the set does not hold: those with a row in the
+ * outbox make their topic and are spent, the rest are counted and
+ * ignored.  One index probe per topic, in one transaction.
+ */
+static void
+aw_admit_unknown_pulses(bool installed)
+{
+	static SPIPlanPtr plan = NULL;
+	static const Oid types[1] = {TEXTOID};
+	HASH_SEQ_STATUS status;
+	AwUnknownPulse *u;
+
+	if (aw_unknown_pulses == NULL)
+		return;
+	if (installed)
+		aw_begin("aion_wake: looking up the topics of raw pulses");
+	hash_seq_init(&status, aw_unknown_pulses);
+	while ((u = hash_seq_search(&status)) != NULL)
+	{
+		bool		known = false;
+
+		if (installed)
+		{
+			Datum		args[1];
+
+			args[0] = CStringGetTextDatum(u->topic);
+			known = aw_plan_run(aw_plan_prepare(&plan,
+												"SELECT 1 FROM aion_wake.outbox "
+												" WHERE topic OPERATOR(pg_catalog.=) $1 LIMIT 1",
+												1, types),
+								args, NULL, SPI_OK_SELECT) > 0;
+		}
+		if (known)
+			(void) aw_set_add_slots(u->topic, u->slots, false, true);
+		else
+			aw_set_count_ignored_pulse(false);
+	}
+	if (installed)
+		aw_end();
+	aw_unknown_pulses = NULL;	/* in the loop's memory context */
+}
+
 static void
 aw_begin(const char *activity)
 {
@@ -442,9 +485,10 @@ aw_end(void)
 static bool
 aw_worker_rebuild(void)
 {
+	static SPIPlanPtr rebuild_plan = NULL;
+	static const Oid types[1] = {TIMESTAMPTZOID};
 	Portal		portal;
 	SPIPlanPtr	plan;
-	Oid			types[1] = {TIMESTAMPTZOID};
 	Datum		args[1];
 	int64		rows = 0;
 	bool		installed;
@@ -454,13 +498,12 @@ aw_worker_rebuild(void)
 	if (installed)
 	{
 		args[0] = TimestampTzGetDatum(GetCurrentTimestamp());
-		plan = SPI_prepare("SELECT dispatch_key, topic, attempt, parked_at, visible_after "
-						   "  FROM aion_wake.outbox "
-						   " WHERE parked_at IS NOT NULL "
-						   "   AND visible_after OPERATOR(pg_catalog.>) $1 "
-						   " ORDER BY parked_at DESC", 1, types);
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		plan = aw_plan_prepare(&rebuild_plan,
+							   "SELECT dispatch_key, topic, attempt, parked_at, visible_after "
+							   "  FROM aion_wake.outbox "
+							   " WHERE parked_at IS NOT NULL "
+							   "   AND visible_after OPERATOR(pg_catalog.>) $1 "
+							   " ORDER BY parked_at DESC", 1, types);
 		portal = SPI_cursor_open(NULL, plan, args, NULL, true);
 		for (;;)
 		{
@@ -495,100 +538,86 @@ aw_worker_rebuild(void)
 	return installed;
 }
 
-/* Spend every pulse waiting for this database, in one transaction. */
+/*
+ * Spend every pulse waiting for this database: topic by topic, each round
+ * of a re-offer in a transaction of its own, so a huge pulse never holds
+ * one long transaction (nor its memory).
+ */
 static void
 aw_worker_spend(void)
 {
-	aw_begin("aion_wake: re-offering parked rows");
-	(void) aw_reoffer_round(NULL, 0, aw_notify_ready, NULL);
-	aw_end();
+	List	   *topics = aw_set_work_topics();
+	ListCell   *lc;
+
+	foreach(lc, topics)
+	{
+		AwReoffer	r;
+
+		aw_reoffer_start(&r);
+		while (!r.done)
+		{
+			aw_begin("aion_wake: re-offering parked rows");
+			(void) aw_reoffer_step((char *) lfirst(lc), 0, &r, aw_notify_ready, NULL);
+			aw_end();
+		}
+	}
 }
 
 /*
  * For topics with waiters whose next fence has passed (or is not known
- * yet): count the rows that became visible since the last look and wake as
- * many waiters, then find the next fence ahead.  Two index probes per
- * topic, on (topic, visible_after).
+ * yet): count the rows that are claimable now, up to the number of waiters,
+ * and wake as many as are not awake already; then find the next fence
+ * ahead.  Two index probes per topic, on (topic, visible_after), in
+ * batches until no topic is due.
  */
 static void
 aw_worker_check_fences(void)
 {
 	static SPIPlanPtr count_plan = NULL;
 	static SPIPlanPtr next_plan = NULL;
+	static const Oid types[3] = {TEXTOID, TIMESTAMPTZOID, INT4OID};
 	AwFenceCheck checks[32];
-	Oid			types[3] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	int			n;
 	int			i;
 
-	n = aw_waiters_due_fences(GetCurrentTimestamp(), checks, lengthof(checks));
-	if (n == 0)
-		return;
-
-	aw_begin("aion_wake: looking for fences that passed");
-	if (count_plan == NULL)
+	while ((n = aw_waiters_due_fences(GetCurrentTimestamp(), checks, lengthof(checks))) > 0)
 	{
-		count_plan = SPI_prepare("SELECT pg_catalog.count(*) FROM aion_wake.outbox "
-								 " WHERE topic OPERATOR(pg_catalog.=) $1 "
-								 "   AND visible_after OPERATOR(pg_catalog.>) $2 "
-								 "   AND visible_after OPERATOR(pg_catalog.<=) $3", 3, types);
-		next_plan = SPI_prepare("SELECT pg_catalog.min(visible_after) FROM aion_wake.outbox "
-								" WHERE topic OPERATOR(pg_catalog.=) $1 "
-								"   AND visible_after OPERATOR(pg_catalog.>) $2", 2, types);
-		if (count_plan == NULL || next_plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(count_plan);
-		SPI_keepplan(next_plan);
-	}
-	for (i = 0; i < n; i++)
-	{
-		TimestampTz now = GetCurrentTimestamp();
-		Datum		args[3];
-		int64		visible = 0;
-		TimestampTz next = DT_NOEND;
-		bool		isnull;
-
-		args[0] = CStringGetTextDatum(checks[i].topic);
-		args[1] = TimestampTzGetDatum(checks[i].checked_upto);
-		args[2] = TimestampTzGetDatum(now);
-		if (checks[i].known)
+		aw_begin("aion_wake: looking for fences that passed");
+		for (i = 0; i < n; i++)
 		{
-			if (SPI_execute_plan(count_plan, args, NULL, false, 1) != SPI_OK_SELECT)
-				elog(ERROR, "aion_wake: fence count failed");
+			TimestampTz now = GetCurrentTimestamp();
+			Datum		args[3];
+			int64		visible;
+			TimestampTz next = DT_NOEND;
+			bool		isnull;
+			Datum		d;
+
+			args[0] = CStringGetTextDatum(checks[i].topic);
+			args[1] = TimestampTzGetDatum(now);
+			args[2] = Int32GetDatum(checks[i].waiters);
+			(void) aw_plan_run(aw_plan_prepare(&count_plan,
+											   "SELECT pg_catalog.count(*) FROM ("
+											   "  SELECT 1 FROM aion_wake.outbox "
+											   "   WHERE topic OPERATOR(pg_catalog.=) $1 "
+											   "     AND visible_after OPERATOR(pg_catalog.<=) $2 "
+											   "   LIMIT $3) v",
+											   3, types),
+							   args, NULL, SPI_OK_SELECT);
 			visible = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 1, &isnull));
-		}
-		args[1] = TimestampTzGetDatum(now);
-		if (SPI_execute_plan(next_plan, args, NULL, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "aion_wake: next fence lookup failed");
-		{
-			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
+			(void) aw_plan_run(aw_plan_prepare(&next_plan,
+											   "SELECT pg_catalog.min(visible_after) FROM aion_wake.outbox "
+											   " WHERE topic OPERATOR(pg_catalog.=) $1 "
+											   "   AND visible_after OPERATOR(pg_catalog.>) $2",
+											   2, types),
+							   args, NULL, SPI_OK_SELECT);
+			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 			if (!isnull)
 				next = DatumGetTimestampTz(d);
+			aw_waiters_fence_result(checks[i].topic, visible, next);
 		}
-		aw_waiters_fence_result(checks[i].topic, now, visible, next);
+		aw_end();
 	}
-	aw_end();
-}
-
-/* Is there work for this database on the work list? */
-static bool
-aw_worker_has_work(void)
-{
-	dlist_iter	iter;
-	bool		found = false;
-
-	LWLockAcquire(aw_shared->lock, LW_SHARED);
-	dlist_foreach(iter, &aw_shared->work)
-	{
-		if (dlist_container(AwTopic, work_node, iter.cur)->key.dbid == MyDatabaseId)
-		{
-			found = true;
-			break;
-		}
-	}
-	LWLockRelease(aw_shared->lock);
-	return found;
 }
 
 /*
@@ -614,18 +643,65 @@ aw_make_wait_set(void)
 	return set;
 }
 
-void
-aw_worker_main(Datum main_arg)
+/*
+ * Wait, without connecting, while the slot's database is being dropped or
+ * renamed, or is missing (a connection attempt failed: the database does
+ * not exist or refuses connections).  A CREATE, ALTER or RENAME TO of the
+ * database, or a configuration reload, ends the wait (worker_slots.c).
+ * One LOG line says so; the wait costs nothing.
+ */
+static void
+aw_worker_wait_for_database(void)
 {
-	int			index = DatumGetInt32(main_arg);
-	bool		ready = false;
-	WaitEventSet *wait_set = NULL;
-	uint32		wait_generation = 0;
+	bool		logged = false;
 
-	aw_slot = &aw_shared->workers[index];
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
+	for (;;)
+	{
+		bool		missing;
+		bool		ddl;
+
+		SpinLockAcquire(&aw_slot->mutex);
+		missing = aw_slot->db_missing;
+		ddl = (aw_slot->ddl_pid != 0);
+		/* published so that the statement that brings it back can wake us */
+		aw_slot->pid = (missing || ddl) ? MyProcPid : 0;
+		aw_slot->procno = (missing || ddl) ? AW_MY_PROCNO : -1;
+		SpinLockRelease(&aw_slot->mutex);
+		if (!missing && !ddl)
+			return;
+		if (!logged)
+			ereport(LOG,
+					(errmsg("aion_wake worker is waiting for database \"%s\"", aw_slot->dbname),
+					 ddl ? errdetail("The database is being dropped or renamed.") :
+					 errdetail("The database does not exist or does not accept connections."),
+					 errhint("The worker connects when a database of that name is created, altered or renamed to it, or when the configuration is reloaded.")));
+		logged = true;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			SpinLockAcquire(&aw_slot->mutex);
+			aw_slot->db_missing = false;
+			SpinLockRelease(&aw_slot->mutex);
+		}
+	}
+}
+
+/*
+ * Connect to the slot's database and publish this worker in its slot.  A
+ * failed connection ends the process with FATAL before db_missing is
+ * cleared, so the next start waits instead of failing again.
+ */
+static void
+aw_worker_attach(void)
+{
+	SpinLockAcquire(&aw_slot->mutex);
+	aw_slot->db_missing = true;
+	SpinLockRelease(&aw_slot->mutex);
+
 	BackgroundWorkerInitializeConnection(aw_slot->dbname, NULL, 0);
 
 	/* the role the listening connection logs in as by default */
@@ -634,21 +710,102 @@ aw_worker_main(Datum main_arg)
 										GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false));
 	CommitTransactionCommand();
 
-	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	SpinLockAcquire(&aw_slot->mutex);
+	aw_slot->db_missing = false;
 	aw_slot->dbid = MyDatabaseId;
 	aw_slot->pid = MyProcPid;
 	aw_slot->procno = AW_MY_PROCNO;
 	aw_slot->started_at = GetCurrentTimestamp();
+	aw_slot->connected = true;
 	aw_slot->listening = false;
+	aw_slot->listen_error[0] = '\0';
 	aw_slot->rebuilt = false;
-	LWLockRelease(aw_shared->lock);
+	SpinLockRelease(&aw_slot->mutex);
 	before_shmem_exit(aw_worker_detach, (Datum) 0);
-	aw_set_listen_state(false, NULL);
+}
 
-	/* entries a previous incarnation left in flight go back */
+/* A configuration reload: the listening connection may have to change. */
+static void
+aw_worker_reload(void)
+{
+	ConfigReloadPending = false;
+	ProcessConfigFile(PGC_SIGHUP);
+	if (!aw_listen && aw_conn != NULL)
+		aw_listen_disconnect("aion_wake.listen is off");
+	if (aw_conn != NULL && strcmp(aw_conn_role, aw_listen_role()) != 0)
+	{
+		aw_listen_disconnect(NULL);
+		aw_next_connect = 0;
+		aw_connect_delay_ms = AW_CONNECT_MIN_MS;
+	}
+}
+
+/*
+ * A DROP DATABASE or RENAME of this database has begun: leave it, as
+ * autovacuum does, so that the statement can go on.  The postmaster starts
+ * the worker again, which waits for the statement to end.
+ */
+static void
+aw_worker_leave_if_asked(void)
+{
+	if (aw_slot->ddl_pid == 0)
+		return;
+	ereport(LOG,
+			(errmsg("aion_wake worker is leaving database \"%s\"", aw_slot->dbname),
+			 errdetail("The database is being dropped or renamed.")));
+	aw_listen_disconnect("the database is being dropped or renamed");
+	proc_exit(1);
+}
+
+/*
+ * When the worker must look again although nothing wakes it: the next
+ * fence to expire or to wake waiters at, the next retry of a locked row,
+ * the next attempt to connect.  Returns 0 for none.
+ */
+static TimestampTz
+aw_worker_next_deadline(TimestampTz now)
+{
+	TimestampTz next = aw_set_expire(now);
+	TimestampTz fence = aw_waiters_next_fence();
+	TimestampTz retry = aw_set_next_retry();
+
+	if (fence != 0 && (next == 0 || fence < next))
+		next = fence;
+	if (retry != 0 && (next == 0 || retry < next))
+		next = retry;
+	if (aw_listen && !aw_stopping && aw_conn == NULL &&
+		(next == 0 || aw_next_connect < next))
+		next = aw_next_connect;
+	return next;
+}
+
+/*
+ * The worker's main loop: wake, take in pulses, spend them, wake waiters
+ * whose fences passed, sleep until the next event or deadline.  Each pass
+ * allocates in a memory context that is reset at its end.
+ */
+void
+aw_worker_main(Datum main_arg)
+{
+	bool		ready = false;
+	WaitEventSet *wait_set = NULL;
+	uint32		wait_generation = 0;
+	MemoryContext loop_cxt;
+
+	aw_slot = aw_worker_slot(DatumGetInt32(main_arg));
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	aw_worker_wait_for_database();
+	aw_worker_attach();
+
+	/* entries a process that is gone left in flight go back */
 	aw_set_recover_in_flight();
 	aw_watch_postmaster_pid();
 
+	loop_cxt = AllocSetContextCreate(TopMemoryContext, "aion_wake worker loop",
+									 ALLOCSET_DEFAULT_SIZES);
 	for (;;)
 	{
 		WaitEvent	events[4];
@@ -658,22 +815,12 @@ aw_worker_main(Datum main_arg)
 		int			nevents;
 		int			i;
 
+		MemoryContextSwitchTo(loop_cxt);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
-
 		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			if (!aw_listen && aw_conn != NULL)
-				aw_listen_disconnect("aion_wake.listen is off");
-			if (aw_conn != NULL && strcmp(aw_conn_role, aw_listen_role()) != 0)
-			{
-				aw_listen_disconnect(NULL);
-				aw_next_connect = 0;
-				aw_connect_delay_ms = AW_CONNECT_MIN_MS;
-			}
-		}
+			aw_worker_reload();
+		aw_worker_leave_if_asked();
 
 		/* without inotify, look at postmaster.pid on every wake */
 		if (aw_inotify_fd < 0)
@@ -684,34 +831,25 @@ aw_worker_main(Datum main_arg)
 			aw_listen_disconnect("the server is shutting down");
 		}
 
+		/* pulses in */
 		now = GetCurrentTimestamp();
 		if (aw_listen && !aw_stopping && aw_conn == NULL && now >= aw_next_connect)
 			aw_listen_connect();
 		if (aw_conn != NULL)
 			aw_listen_drain();
 
+		/* work */
 		if (!ready)
 			ready = aw_worker_rebuild();
-		if (ready && aw_worker_has_work())
+		aw_admit_unknown_pulses(ready);
+		if (ready && aw_set_has_work())
 			aw_worker_spend();
 		if (ready)
 			aw_worker_check_fences();
 
 		/* sleep until an event or the next deadline */
 		now = GetCurrentTimestamp();
-		next = aw_set_expire(now);
-		{
-			TimestampTz fence = aw_waiters_next_fence();
-			TimestampTz retry = aw_set_next_retry();
-
-			if (fence != 0 && (next == 0 || fence < next))
-				next = fence;
-			if (retry != 0 && (next == 0 || retry < next))
-				next = retry;
-		}
-		if (aw_listen && !aw_stopping && aw_conn == NULL &&
-			(next == 0 || aw_next_connect < next))
-			next = aw_next_connect;
+		next = aw_worker_next_deadline(now);
 		if (next != 0)
 			timeout = Max(0, (long) ((next - now + 999) / 1000));
 		/* without inotify, a connection held open needs a look now and then */
@@ -726,6 +864,7 @@ aw_worker_main(Datum main_arg)
 			wait_set = aw_make_wait_set();
 			wait_generation = aw_conn_generation;
 		}
+		MemoryContextReset(loop_cxt);
 		nevents = WaitEventSetWait(wait_set, timeout, events, lengthof(events),
 								   PG_WAIT_EXTENSION);
 		for (i = 0; i < nevents; i++)

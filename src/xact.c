@@ -3,16 +3,28 @@
  * xact.c
  *	  Transaction callbacks that settle the parked set at COMMIT and ABORT.
  *
- *	  The outbox functions record their shared-memory work per
- *	  (sub)transaction in a list kept in TopTransactionContext.  At COMMIT,
- *	  parks are confirmed, forgotten rows leave the set and pulses reach
- *	  their topics; the COMMIT callback runs after the commit record is
- *	  written, so it must never raise and only takes the set lock.  At ABORT,
- *	  parks are abandoned (a replaced confirmed entry comes back) and
- *	  re-offered entries are restored; at ROLLBACK TO SAVEPOINT the same
- *	  happens to the work of the subtransactions rolled back.  PREPARE
- *	  TRANSACTION is refused when the list holds parks or pulses, because
- *	  COMMIT PREPARED runs no callbacks in this backend.
+ *	  The outbox functions record their shared-memory work here, per
+ *	  (sub)transaction.  At COMMIT, parks are confirmed, forgotten rows leave
+ *	  the set and pulses reach their topics; the COMMIT callback runs after
+ *	  the commit record is written, so it must never raise and only takes
+ *	  LWLocks.  At ABORT, parks are abandoned (a replaced confirmed entry
+ *	  comes back) and re-offer rounds are undone; at ROLLBACK TO SAVEPOINT
+ *	  the same happens to the work of the subtransactions rolled back.
+ *	  PREPARE TRANSACTION is refused when parks, pulses or re-offers were
+ *	  recorded, because COMMIT PREPARED runs no callbacks in this backend.
+ *
+ *	  Work is kept in a stack of levels, one per subtransaction that
+ *	  recorded something, innermost on top.  A level holds a list of
+ *	  per-row records (parks, forgets, re-offer rounds) in the order they
+ *	  were made, and a small hash of per-topic sums (pulse slots, rows made
+ *	  ready or claimed, the earliest fence), so that a transaction that
+ *	  enqueues a million rows of one topic keeps one record for them.  A
+ *	  subtransaction's end touches only its own level: RELEASE appends it to
+ *	  its parent's, ROLLBACK TO undoes it; neither rescans older work, so a
+ *	  PL/pgSQL loop with an EXCEPTION block stays linear.
+ *
+ *	  Memory lives in TopTransactionContext; the callbacks forget it when
+ *	  the transaction ends.
  *
  * Copyright (c) 2026, aion_wake authors
  *
@@ -24,47 +36,79 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "lib/ilist.h"
 #include "miscadmin.h"
-#include "nodes/pg_list.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 
 #include "aw_waiters.h"
 #include "aw_xact.h"
 
-typedef enum AwActionKind
+/* per-row records */
+typedef enum AwRecordKind
 {
-	AW_ACT_PARK,
-	AW_ACT_REOFFER,
-	AW_ACT_FORGET,
-	AW_ACT_PULSE,
-	AW_ACT_READY,
-	AW_ACT_CLAIMED,
-	AW_ACT_FENCE
-} AwActionKind;
+	AW_REC_PARK,
+	AW_REC_FORGET,
+	AW_REC_TAKE
+} AwRecordKind;
 
-typedef struct AwAction
+typedef struct AwRecord
 {
-	AwActionKind kind;
+	dlist_node	node;
+	AwRecordKind kind;
+	AwParkRecord park;			/* PARK */
+	uint64		generation;		/* FORGET: the entry's */
+	AwTakeBatch *batch;			/* TAKE */
+	char		key[AW_KEY_MAXLEN + 1]; /* PARK, FORGET */
+} AwRecord;
+
+/* per-topic sums */
+typedef enum AwSumKind
+{
+	AW_SUM_PULSE,				/* slots */
+	AW_SUM_READY,				/* rows made claimable */
+	AW_SUM_CLAIMED,				/* rows claimed */
+	AW_SUM_FENCE				/* the earliest fence written */
+} AwSumKind;
+
+typedef struct AwSumKey
+{
+	int32		kind;			/* AwSumKind */
+	char		topic[AW_TOPIC_MAXLEN + 1];
+} AwSumKey;
+
+typedef struct AwSum
+{
+	AwSumKey	key;			/* hash key: must be first */
+	int64		count;
+	TimestampTz fence;
+} AwSum;
+
+typedef struct AwLevel
+{
 	SubTransactionId subid;
-	uint64		generation;		/* PARK, FORGET: the entry's */
-	int64		count;			/* PULSE: slots; READY, CLAIMED: rows */
-	TimestampTz fence;			/* FENCE: the earliest */
-	AwSavedEntry saved;			/* PARK, REOFFER */
-	char		name[AW_KEY_MAXLEN + 1];	/* key, or topic */
-} AwAction;
+	struct AwLevel *parent;
+	dlist_head	records;		/* oldest first */
+	HTAB	   *sums;			/* made on first use */
+} AwLevel;
 
-/* this transaction's actions, oldest first; lives in TopTransactionContext */
-static List *aw_actions = NIL;
+/* the innermost level; NULL when this transaction recorded nothing */
+static AwLevel *aw_level = NULL;
 static bool aw_callbacks_registered = false;
 
 static void aw_xact_callback(XactEvent event, void *arg);
 static void aw_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								SubTransactionId parentSubid, void *arg);
 
-static AwAction *
-aw_xact_new_action(AwActionKind kind, const char *name)
+/*
+ * The level of the current subtransaction, made if there is none yet.
+ * Levels of subtransactions that have ended are gone, so a top level that
+ * is not the current subtransaction's belongs to one of its ancestors.
+ */
+static AwLevel *
+aw_current_level(void)
 {
-	AwAction   *a;
+	SubTransactionId subid = GetCurrentSubTransactionId();
 
 	if (!aw_callbacks_registered)
 	{
@@ -72,34 +116,48 @@ aw_xact_new_action(AwActionKind kind, const char *name)
 		RegisterSubXactCallback(aw_subxact_callback, NULL);
 		aw_callbacks_registered = true;
 	}
-	a = MemoryContextAllocZero(TopTransactionContext, sizeof(AwAction));
-	a->kind = kind;
-	a->subid = GetCurrentSubTransactionId();
-	strlcpy(a->name, name, sizeof(a->name));
+	if (aw_level == NULL || aw_level->subid != subid)
 	{
-		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+		AwLevel    *l = MemoryContextAllocZero(TopTransactionContext, sizeof(AwLevel));
 
-		aw_actions = lappend(aw_actions, a);
-		MemoryContextSwitchTo(old);
+		l->subid = subid;
+		l->parent = aw_level;
+		dlist_init(&l->records);
+		aw_level = l;
 	}
-	return a;
+	return aw_level;
 }
 
-void
-aw_xact_record_park(const char *key, uint64 generation, const AwSavedEntry *saved)
+static AwRecord *
+aw_new_record(AwRecordKind kind, const char *key)
 {
-	AwAction   *a = aw_xact_new_action(AW_ACT_PARK, key);
+	AwLevel    *l = aw_current_level();
+	AwRecord   *r = MemoryContextAllocZero(TopTransactionContext, sizeof(AwRecord));
 
-	a->generation = generation;
-	a->saved = *saved;
+	r->kind = kind;
+	if (key)
+		strlcpy(r->key, key, sizeof(r->key));
+	dlist_push_tail(&l->records, &r->node);
+	return r;
 }
 
-void
-aw_xact_record_reoffer(const char *key, const AwSavedEntry *saved)
+AwParkRecord *
+aw_xact_prepare_park(const char *key)
 {
-	AwAction   *a = aw_xact_new_action(AW_ACT_REOFFER, key);
+	return &aw_new_record(AW_REC_PARK, key)->park;
+}
 
-	a->saved = *saved;
+AwTakeBatch *
+aw_xact_take_batch(const char *topic, int max)
+{
+	AwTakeBatch *b = MemoryContextAllocZero(TopTransactionContext, sizeof(AwTakeBatch));
+
+	strlcpy(b->topic, topic, sizeof(b->topic));
+	b->max = max;
+	b->takes = MemoryContextAlloc(TopTransactionContext, sizeof(AwTake) * max);
+	b->outcomes = MemoryContextAlloc(TopTransactionContext, sizeof(AwTakeOutcome) * max);
+	aw_new_record(AW_REC_TAKE, NULL)->batch = b;
+	return b;
 }
 
 /*
@@ -112,180 +170,291 @@ aw_xact_record_forget(const char *key)
 	uint64		generation = aw_set_generation_of(key);
 
 	if (generation != 0)
-		aw_xact_new_action(AW_ACT_FORGET, key)->generation = generation;
+		aw_new_record(AW_REC_FORGET, key)->generation = generation;
 }
 
-/*
- * The per-topic action of this kind in the current subtransaction, made if
- * there is none yet: pulses, ready rows and fences of one topic add up into
- * one action, so a transaction that enqueues many rows wakes waiters once.
- */
-static AwAction *
-aw_xact_topic_action(AwActionKind kind, const char *topic, bool *found)
+/* The per-topic sum of a kind in a level's hash, made if missing. */
+static AwSum *
+aw_level_sum(AwLevel *l, AwSumKind kind, const char *topic)
 {
-	SubTransactionId subid = GetCurrentSubTransactionId();
-	ListCell   *lc;
-
-	foreach(lc, aw_actions)
-	{
-		AwAction   *a = (AwAction *) lfirst(lc);
-
-		if (a->kind == kind && a->subid == subid && strcmp(a->name, topic) == 0)
-		{
-			*found = true;
-			return a;
-		}
-	}
-	*found = false;
-	return aw_xact_new_action(kind, topic);
-}
-
-/* Add n to the per-topic count of an action kind; the sum saturates. */
-static void
-aw_xact_add_count(AwActionKind kind, const char *topic, int64 n)
-{
+	AwSumKey	key;
+	AwSum	   *s;
 	bool		found;
-	AwAction   *a = aw_xact_topic_action(kind, topic, &found);
 
-	a->count = Min(a->count + n, PG_INT64_MAX / 2);
+	if (l->sums == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(AwSumKey);
+		ctl.entrysize = sizeof(AwSum);
+		ctl.hcxt = TopTransactionContext;
+		l->sums = hash_create("aion_wake transaction sums", 16, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	memset(&key, 0, sizeof(key));
+	key.kind = kind;
+	strlcpy(key.topic, topic, sizeof(key.topic));
+	s = hash_search(l->sums, &key, HASH_ENTER, &found);
+	if (!found)
+	{
+		s->count = 0;
+		s->fence = DT_NOEND;
+	}
+	return s;
+}
+
+/* Add n to a per-topic count; the sum saturates. */
+static void
+aw_add_count(AwSumKind kind, const char *topic, int64 n)
+{
+	AwSum	   *s = aw_level_sum(aw_current_level(), kind, topic);
+
+	s->count = Min(s->count + n, PG_INT64_MAX / 2);
 }
 
 void
 aw_xact_record_pulse(const char *topic, int32 slots)
 {
-	aw_xact_add_count(AW_ACT_PULSE, topic, slots);
+	aw_add_count(AW_SUM_PULSE, topic, slots);
 }
 
 void
 aw_xact_record_ready(const char *topic, int64 rows)
 {
-	aw_xact_add_count(AW_ACT_READY, topic, rows);
+	aw_add_count(AW_SUM_READY, topic, rows);
 }
 
 void
 aw_xact_record_claimed(const char *topic, int64 rows)
 {
-	aw_xact_add_count(AW_ACT_CLAIMED, topic, rows);
+	aw_add_count(AW_SUM_CLAIMED, topic, rows);
 }
 
 void
 aw_xact_record_fence(const char *topic, TimestampTz fence)
 {
-	bool		found;
-	AwAction   *a = aw_xact_topic_action(AW_ACT_FENCE, topic, &found);
+	AwSum	   *s = aw_level_sum(aw_current_level(), AW_SUM_FENCE, topic);
 
-	if (!found || fence < a->fence)
-		a->fence = fence;
+	s->fence = Min(s->fence, fence);
 }
 
 /*
- * Undo one action of a transaction or subtransaction that rolled back.
- * Never raises.
+ * A subtransaction committed: its level joins its parent's, records after
+ * the parent's, sums added to the parent's.  Cost is the size of the child
+ * level only.
  */
 static void
-aw_undo_action(AwAction *a)
+aw_level_merge(AwLevel *child, AwLevel *parent)
 {
-	switch (a->kind)
+	while (!dlist_is_empty(&child->records))
+		dlist_push_tail(&parent->records, dlist_pop_head_node(&child->records));
+	if (child->sums != NULL)
 	{
-		case AW_ACT_PARK:
-			(void) aw_set_abandon(AW_KIND_FENCED, a->name, a->generation, &a->saved, NULL);
-			break;
-		case AW_ACT_REOFFER:
-			/* no entry has this generation: put the saved one back if none is there */
-			(void) aw_set_abandon(AW_KIND_FENCED, a->name, PG_UINT64_MAX, &a->saved, NULL);
-			break;
-		case AW_ACT_CLAIMED:
-			/* the rows claimed are claimable again: wake as many waiters */
-			aw_waiters_wake(MyDatabaseId, a->name, a->count);
-			break;
-		case AW_ACT_FORGET:
-		case AW_ACT_PULSE:
-		case AW_ACT_READY:
-		case AW_ACT_FENCE:
-			break;
+		HASH_SEQ_STATUS status;
+		AwSum	   *s;
+
+		hash_seq_init(&status, child->sums);
+		while ((s = hash_seq_search(&status)) != NULL)
+		{
+			AwSum	   *p = aw_level_sum(parent, s->key.kind, s->key.topic);
+
+			p->count = Min(p->count + s->count, PG_INT64_MAX / 2);
+			p->fence = Min(p->fence, s->fence);
+		}
 	}
+}
+
+/*
+ * Undo a level that rolled back, newest record first.  Never raises.
+ */
+static void
+aw_level_undo(AwLevel *l)
+{
+	while (!dlist_is_empty(&l->records))
+	{
+		dlist_node *last = dlist_tail_node(&l->records);
+		AwRecord   *r = dlist_container(AwRecord, node, last);
+
+		dlist_delete(last);
+
+		switch (r->kind)
+		{
+			case AW_REC_PARK:
+				if (r->park.generation != 0)
+					(void) aw_set_abandon(AW_KIND_FENCED, r->key, r->park.generation,
+										  &r->park.saved, NULL);
+				break;
+			case AW_REC_TAKE:
+				aw_set_undo_take(r->batch);
+				break;
+			case AW_REC_FORGET:
+				break;
+		}
+	}
+	if (l->sums != NULL)
+	{
+		HASH_SEQ_STATUS status;
+		AwSum	   *s;
+
+		hash_seq_init(&status, l->sums);
+		while ((s = hash_seq_search(&status)) != NULL)
+		{
+			/* the rows claimed are claimable again: wake as many waiters */
+			if (s->key.kind == AW_SUM_CLAIMED)
+				aw_waiters_wake(MyDatabaseId, s->key.topic, s->count);
+		}
+	}
+}
+
+/*
+ * The transaction committed: settle one level, per-row records first (in
+ * order), then the per-topic sums.  Runs after the commit record is
+ * written: nothing here may raise.
+ */
+static void
+aw_level_commit(AwLevel *l)
+{
+	dlist_iter	iter;
+
+	dlist_foreach(iter, &l->records)
+	{
+		AwRecord   *r = dlist_container(AwRecord, node, iter.cur);
+		bool		found;
+
+		switch (r->kind)
+		{
+			case AW_REC_PARK:
+				if (r->park.generation != 0)
+					(void) aw_set_confirm(AW_KIND_FENCED, r->key, r->park.generation, &found);
+				break;
+			case AW_REC_FORGET:
+				aw_set_forget(r->key, r->generation);
+				break;
+			case AW_REC_TAKE:
+				break;
+		}
+	}
+	if (l->sums != NULL)
+	{
+		HASH_SEQ_STATUS status;
+		AwSum	   *s;
+
+		hash_seq_init(&status, l->sums);
+		while ((s = hash_seq_search(&status)) != NULL)
+		{
+			switch ((AwSumKind) s->key.kind)
+			{
+				case AW_SUM_PULSE:
+					(void) aw_set_add_slots(s->key.topic, s->count, true, true);
+					break;
+				case AW_SUM_READY:
+					aw_waiters_wake(MyDatabaseId, s->key.topic, s->count);
+					break;
+				case AW_SUM_FENCE:
+					aw_waiters_fence_hint(MyDatabaseId, s->key.topic, s->fence);
+					break;
+				case AW_SUM_CLAIMED:
+					break;
+			}
+		}
+	}
+}
+
+/* Does this transaction hold work that COMMIT PREPARED could not settle? */
+static bool
+aw_holds_unpreparable_work(void)
+{
+	AwLevel    *l;
+
+	for (l = aw_level; l != NULL; l = l->parent)
+	{
+		dlist_iter	iter;
+
+		dlist_foreach(iter, &l->records)
+		{
+			AwRecord   *r = dlist_container(AwRecord, node, iter.cur);
+
+			if (r->kind == AW_REC_PARK || r->kind == AW_REC_TAKE)
+				return true;
+		}
+		if (l->sums != NULL)
+		{
+			HASH_SEQ_STATUS status;
+			AwSum	   *s;
+
+			hash_seq_init(&status, l->sums);
+			while ((s = hash_seq_search(&status)) != NULL)
+			{
+				if (s->key.kind == AW_SUM_PULSE)
+				{
+					hash_seq_term(&status);
+					return true;
+				}
+			}
+		}
+	}
+	return false;
 }
 
 static void
 aw_xact_callback(XactEvent event, void *arg)
 {
-	ListCell   *lc;
+	AwLevel    *l;
 
-	if (aw_actions == NIL)
+	if (aw_level == NULL)
 		return;
 
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			foreach(lc, aw_actions)
-			{
-				AwAction   *a = (AwAction *) lfirst(lc);
+			if (aw_holds_unpreparable_work())
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that has called aion_wake.park(), aion_wake.pulse() or aion_wake.reoffer()"),
+						 errhint("Send capacity pulses and park rows in a transaction of their own.")));
+			break;
 
-				if (a->kind == AW_ACT_PARK || a->kind == AW_ACT_PULSE ||
-					a->kind == AW_ACT_REOFFER)
-					ereport(ERROR,
-							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							 errmsg("cannot PREPARE a transaction that has called aion_wake.park(), aion_wake.pulse() or aion_wake.reoffer()"),
-							 errhint("Send capacity pulses and park rows in a transaction of their own.")));
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+
+			/*
+			 * Every subtransaction has ended, and each merged its level into
+			 * its parent's; a level can only be left over if a subtransaction
+			 * without work of its own sat between two.  Merge here, where
+			 * running out of memory is still an ordinary error.
+			 */
+			while (aw_level->parent != NULL)
+			{
+				l = aw_level;
+				aw_level = l->parent;
+				aw_level_merge(l, aw_level);
 			}
 			break;
 
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			/* after the commit record: nothing here may raise */
-			foreach(lc, aw_actions)
-			{
-				AwAction   *a = (AwAction *) lfirst(lc);
-				bool		found;
-
-				switch (a->kind)
-				{
-					case AW_ACT_PARK:
-						(void) aw_set_confirm(AW_KIND_FENCED, a->name, a->generation, &found);
-						break;
-					case AW_ACT_FORGET:
-						aw_set_forget(a->name, a->generation);
-						break;
-					case AW_ACT_PULSE:
-						aw_set_add_slots(a->name, a->count, true);
-						break;
-					case AW_ACT_READY:
-						aw_waiters_wake(MyDatabaseId, a->name, a->count);
-						break;
-					case AW_ACT_FENCE:
-						aw_waiters_fence_hint(MyDatabaseId, a->name, a->fence);
-						break;
-					case AW_ACT_REOFFER:
-					case AW_ACT_CLAIMED:
-						break;
-				}
-			}
-			aw_actions = NIL;
+			for (l = aw_level; l != NULL; l = l->parent)
+				aw_level_commit(l);
+			aw_level = NULL;
 			break;
 
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			{
-				int			i;
-
-				for (i = list_length(aw_actions) - 1; i >= 0; i--)
-					aw_undo_action((AwAction *) list_nth(aw_actions, i));
-				aw_actions = NIL;
-				break;
-			}
+			for (l = aw_level; l != NULL; l = l->parent)
+				aw_level_undo(l);
+			aw_level = NULL;
+			break;
 
 		case XACT_EVENT_PREPARE:
+
 			/*
 			 * Only forgets and waiter wakes can be left.  COMMIT PREPARED
 			 * runs no callbacks here: entries of forgotten rows fail their
 			 * compare-and-set, and waiters wake at their fence or deadline.
 			 */
-			aw_actions = NIL;
+			aw_level = NULL;
 			break;
 
-		case XACT_EVENT_PRE_COMMIT:
-		case XACT_EVENT_PARALLEL_PRE_COMMIT:
-			break;
 	}
 }
 
@@ -293,39 +462,28 @@ static void
 aw_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					SubTransactionId parentSubid, void *arg)
 {
-	ListCell   *lc;
+	AwLevel    *l = aw_level;
 
-	if (aw_actions == NIL)
+	/* only a subtransaction that recorded work has a level of its own */
+	if (l == NULL || l->subid != mySubid)
 		return;
 
 	switch (event)
 	{
 		case SUBXACT_EVENT_COMMIT_SUB:
-			foreach(lc, aw_actions)
+			if (l->parent != NULL && l->parent->subid == parentSubid)
 			{
-				AwAction   *a = (AwAction *) lfirst(lc);
-
-				if (a->subid == mySubid)
-					a->subid = parentSubid;
+				aw_level = l->parent;
+				aw_level_merge(l, aw_level);
 			}
+			else
+				l->subid = parentSubid;
 			break;
 
 		case SUBXACT_EVENT_ABORT_SUB:
-			{
-				int			i;
-
-				for (i = list_length(aw_actions) - 1; i >= 0; i--)
-				{
-					AwAction   *a = (AwAction *) list_nth(aw_actions, i);
-
-					if (a->subid == mySubid)
-					{
-						aw_undo_action(a);
-						aw_actions = list_delete_nth_cell(aw_actions, i);
-					}
-				}
-				break;
-			}
+			aw_level_undo(l);
+			aw_level = l->parent;
+			break;
 
 		case SUBXACT_EVENT_START_SUB:
 		case SUBXACT_EVENT_PRE_COMMIT_SUB:

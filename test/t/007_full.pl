@@ -25,6 +25,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use AionWake::Test;
 
 my $node = PostgreSQL::Test::Cluster->new('full');
 $node->init;
@@ -37,10 +38,10 @@ aion_wake.max_topics = 4
 aion_wake.pulse_credit_ms = 0
 });
 $node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
-ok($node->poll_query_until('postgres',
-		'SELECT worker_pid IS NOT NULL FROM aion_wake.status'),
-	'the worker runs');
+# the worker rebuilds the set at the commit of CREATE EXTENSION: wait for
+# it, so that the parks below are not read again by the rebuild
+aw_create_extension($node, 'postgres');
+pass('the worker runs and has rebuilt the set');
 is($node->safe_psql('postgres', 'SELECT capacity FROM aion_wake.status'),
 	16, 'the set holds 16 rows');
 

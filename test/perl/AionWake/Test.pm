@@ -28,7 +28,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT = qw(aw_node aw_session aw_start aw_done aw_finish aw_status
+our @EXPORT = qw(aw_node aw_create_extension aw_session aw_start aw_done aw_finish aw_status
   aw_worker_pid aw_wait_new_worker aw_poll_waiters);
 
 # A new cluster with aion_wake in shared_preload_libraries, started.
@@ -50,12 +50,25 @@ sub aw_node
 	$node->start;
 	if ($opt{create} // 1)
 	{
-		$node->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
-		$node->poll_query_until('postgres',
-			'SELECT worker_pid IS NOT NULL FROM aion_wake.status')
-		  or die "no aion_wake worker came up in $name";
+		aw_create_extension($node, 'postgres');
 	}
 	return $node;
+}
+
+# CREATE EXTENSION aion_wake in a served database, and wait until its
+# worker runs and has rebuilt the set (it does at the commit), so that
+# what the test parks next is not read again by the rebuild.
+sub aw_create_extension
+{
+	my ($node, $db) = @_;
+	my $offset = -s $node->logfile;
+	$node->safe_psql($db, 'CREATE EXTENSION aion_wake');
+	$node->poll_query_until($db,
+		'SELECT worker_pid IS NOT NULL FROM aion_wake.status')
+	  or die "no aion_wake worker came up in database $db";
+	$node->wait_for_log(
+		qr/aion_wake worker rebuilt the parked set of database "$db"/, $offset);
+	return;
 }
 
 # A background psql session that goes on after an error; $s->{pid} is its

@@ -1,0 +1,121 @@
+/*-------------------------------------------------------------------------
+ *
+ * plans.c
+ *	  Kept plans for aion_wake's own statements, always index plans.
+ *
+ *	  Every statement aion_wake runs touches a handful of rows of
+ *	  aion_wake.outbox through an index, whatever its parameters, so each is
+ *	  prepared once per backend and its generic plan is kept
+ *	  (CURSOR_OPT_GENERIC_PLAN): re-planning per call would cost more than
+ *	  the statement.  A kept plan is built from the statistics of the moment,
+ *	  though, and a plan built while the table held three rows scans it
+ *	  sequentially -- and keeps doing so at a million rows until something
+ *	  invalidates it.  So aion_wake's statements are always planned with
+ *	  sequential and bitmap scans disabled: the planner hook below recognises
+ *	  them by a comment that aw_plan_prepare puts at the head of their text,
+ *	  and plans them (first, and again after any invalidation) with
+ *	  enable_seqscan and enable_bitmapscan off.  The statements themselves
+ *	  are written so that every access to the outbox has an index condition
+ *	  (a key, "= ANY" of keys, a topic, a LATERAL lookup per key) and no
+ *	  subquery can be turned into a hashed scan of the whole table; the
+ *	  planner then has nothing but index plans to choose from.  Statements
+ *	  of other code, including triggers that run inside ours, are planned as
+ *	  usual.
+ *
+ * Copyright (c) 2026, aion_wake authors
+ *
+ * IDENTIFICATION
+ *	  src/plans.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "optimizer/cost.h"
+#include "optimizer/planner.h"
+
+#include "aw_plans.h"
+
+/* the head of every statement aion_wake prepares */
+#define AW_PLAN_TAG "/* aion_wake */ "
+
+static planner_hook_type prev_planner_hook = NULL;
+
+static PlannedStmt *
+aw_planner(Query *parse, const char *query_string, int cursorOptions,
+		   ParamListInfo boundParams)
+{
+	PlannedStmt *result;
+	bool		save_seqscan = enable_seqscan;
+	bool		save_bitmapscan = enable_bitmapscan;
+	bool		ours = (query_string != NULL &&
+						strncmp(query_string, AW_PLAN_TAG, strlen(AW_PLAN_TAG)) == 0);
+
+	if (ours)
+	{
+		enable_seqscan = false;
+		enable_bitmapscan = false;
+	}
+	PG_TRY();
+	{
+		if (prev_planner_hook)
+			result = prev_planner_hook(parse, query_string, cursorOptions, boundParams);
+		else
+			result = standard_planner(parse, query_string, cursorOptions, boundParams);
+	}
+	PG_FINALLY();
+	{
+		enable_seqscan = save_seqscan;
+		enable_bitmapscan = save_bitmapscan;
+	}
+	PG_END_TRY();
+	return result;
+}
+
+/* Install the planner hook (from _PG_init, when preloaded). */
+void
+aw_plans_init(void)
+{
+	prev_planner_hook = planner_hook;
+	planner_hook = aw_planner;
+}
+
+/*
+ * Prepare one of aion_wake's statements, once per backend: *cache keeps the
+ * plan.  The caller is connected to SPI.
+ */
+SPIPlanPtr
+aw_plan_prepare(SPIPlanPtr *cache, const char *sql, int nargs, const Oid *argtypes)
+{
+	if (*cache == NULL)
+	{
+		char	   *tagged = psprintf("%s%s", AW_PLAN_TAG, sql);
+		SPIPlanPtr	plan = SPI_prepare_cursor(tagged, nargs, (Oid *) argtypes,
+											  CURSOR_OPT_GENERIC_PLAN);
+
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
+				 SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_keepplan failed for \"%s\"", sql);
+		pfree(tagged);
+		*cache = plan;
+	}
+	return *cache;
+}
+
+/*
+ * Run a kept plan; raise if SPI does not answer `expected`.  nulls follows
+ * SPI's convention (' ' or 'n', NULL for none).  Returns the rows processed.
+ */
+uint64
+aw_plan_run(SPIPlanPtr plan, Datum *args, const char *nulls, int expected)
+{
+	int			rc = SPI_execute_plan(plan, args, nulls, false, 0);
+
+	if (rc != expected)
+		elog(ERROR, "aion_wake statement failed: %s (expected %s)",
+			 SPI_result_code_string(rc), SPI_result_code_string(expected));
+	return SPI_processed;
+}

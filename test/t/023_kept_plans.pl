@@ -1,0 +1,115 @@
+# Copyright (c) 2026, aion_wake authors
+#
+# 023_kept_plans.pl: every statement aion_wake keeps a plan for is planned
+# as an index plan, whatever the table held when the plan was made.
+#
+# aion_wake prepares its statements once per backend and keeps their
+# generic plans.  A plan made while aion_wake.outbox held three rows would,
+# left to the statistics, scan the table sequentially (or join it through
+# a hash of the whole table), and keep doing so when the table has grown a
+# thousandfold: claims, parks and re-offers would then cost O(table) each,
+# exactly when a backlog needs them cheap (G7).  src/plans.c plans
+# aion_wake's statements with sequential and bitmap scans off, and the
+# statements are written so that an index plan exists for each.
+#
+# The test makes every kept plan while the table holds three analyzed
+# rows -- in a session (claim, park with and without a lease token,
+# complete, fail, dead_letter, enqueue, reoffer) and in the worker (its
+# re-offer, its fence look-ups) -- then grows the table to 20,000 rows
+# without analyzing it, and reads the plans that auto_explain logs for the
+# nested statements: none may scan aion_wake.outbox other than by index.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use AionWake::Test;
+
+my $node = aw_node('plans', conf => <<'CONF');
+shared_preload_libraries = 'aion_wake, auto_explain'
+auto_explain.log_min_duration = -1
+auto_explain.log_nested_statements = on
+autovacuum = off
+CONF
+
+# three analyzed rows: the statistics a small table has
+$node->safe_psql('postgres', q{
+SELECT aion_wake.enqueue('s' || g, '{}', 'small') FROM generate_series(1, 3) g;
+ANALYZE aion_wake.outbox;});
+
+# the session that keeps plans made now
+my $s = aw_session($node);
+my $waiter = aw_session($node);
+
+sub run_everything
+{
+	my ($tag) = @_;
+	$s->query_safe(qq{
+SELECT aion_wake.enqueue('$tag-a', '{}', 'small');
+SELECT aion_wake.enqueue('$tag-b', '{}', 'small');
+SELECT aion_wake.enqueue('$tag-c', '{}', 'small');
+SELECT aion_wake.enqueue('$tag-d', '{}', 'small');
+SELECT aion_wake.enqueue('$tag-e', '{}', 'small');
+SELECT count(*) FROM aion_wake.claim('small', 5);
+SELECT aion_wake.park('$tag-a', '1 hour');
+SELECT aion_wake.park('$tag-b', '1 hour',
+       (SELECT lease_token FROM aion_wake.outbox WHERE dispatch_key = '$tag-b'));
+SELECT aion_wake.complete('$tag-c');
+SELECT aion_wake.fail('$tag-d', 'x', '1 hour');
+SELECT aion_wake.dead_letter('$tag-e', 'x');
+SELECT aion_wake.reoffer('small', 1);
+SELECT aion_wake.pulse('small', 1);});
+	# the worker: a fence look-up for a waiter, and a re-offer
+	aw_start($waiter,
+		"SELECT count(*) FROM aion_wake.claim('wait_$tag', 1, '30 s', '1 s')");
+	aw_finish($waiter);
+	ok( $node->poll_query_until('postgres', qq{
+SELECT parked_at IS NULL FROM aion_wake.outbox WHERE dispatch_key = '$tag-b'}),
+		"$tag: the worker re-offered the row pulse() was for");
+}
+
+run_everything('small');
+
+# grow the table without telling the planner
+$node->safe_psql('postgres', q{
+INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, parked_at)
+SELECT 'big' || g, 'small', clock_timestamp() + interval '1 hour',
+       clock_timestamp(), CASE WHEN g % 2 = 0 THEN clock_timestamp() END
+  FROM generate_series(1, 20000) g;});
+is( $node->safe_psql('postgres',
+		"SELECT reltuples < 100 FROM pg_class WHERE oid = 'aion_wake.outbox'::regclass"),
+	't', 'the statistics still describe a small table');
+
+# from now on every statement's plan is logged, nested ones too
+$node->safe_psql('postgres', q{
+ALTER SYSTEM SET auto_explain.log_min_duration = 0;
+SELECT pg_reload_conf();});
+$s->query_safe('SELECT 1');    # takes in the reload
+my $offset = -s $node->logfile;
+run_everything('big');
+$node->safe_psql('postgres', q{
+ALTER SYSTEM RESET auto_explain.log_min_duration;
+SELECT pg_reload_conf();});
+
+my $log = slurp_file($node->logfile, $offset);
+my @plans = grep { /Query Text: \/\* aion_wake \*\// } split /LOG:  duration:/, $log;
+cmp_ok(scalar(@plans), '>=', 12, 'aion_wake statements were planned and logged');
+my @bad = grep { /(Seq Scan|Bitmap Heap Scan) on outbox/ } @plans;
+is(scalar(@bad), 0, 'no plan scans aion_wake.outbox other than by index')
+  or diag(join("\n----\n", @bad));
+# each kind of statement was among them (whitespace as in the source)
+for my $what (
+	'UPDATE aion_wake.outbox o SET visible_after = \$3, parked_at = NULL',
+	'WITH c AS \(SELECT dispatch_key, visible_after AS old_fence',
+	'WITH b AS \(SELECT visible_after, parked_at FROM aion_wake.outbox',
+	'SELECT pg_catalog.count\(\*\) FROM \(',
+	'SELECT pg_catalog.min\(visible_after\) FROM aion_wake.outbox')
+{
+	(my $re = $what) =~ s/ /\\s+/g;
+	ok((grep { /$re/ } @plans), "a plan was logged for: $what");
+}
+
+$s->quit;
+$waiter->quit;
+done_testing();
