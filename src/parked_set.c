@@ -1235,11 +1235,11 @@ aw_set_settle(AwTakeBatch *b)
 	{
 		AwTopic    *t = aw_topic_find(MyDatabaseId, b->topic, true);
 
+		/* the caller's next round spends them (aw_reoffer_step) */
 		if (t != NULL)
 		{
 			aw_topic_add_slots(t, slots_left);
 			aw_shared->counters.slots_returned += slots_left;
-			wake_worker = true;
 		}
 	}
 	LWLockRelease(aw_shared->lock);
@@ -1260,15 +1260,15 @@ void
 aw_set_undo_take(AwTakeBatch *b)
 {
 	int			i;
-	bool		wake_worker = false;
 
-	if (b->n == 0)
-		return;
 	if (!b->settled)
 	{
 		for (i = 0; i < b->n; i++)
 			b->outcomes[i] = AW_TAKE_VALID;
 		aw_set_settle(b);
+		/* the slots the round held are the worker's to spend now */
+		if (b->n > 0)
+			aw_wake_worker(MyDatabaseId);
 		return;
 	}
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
@@ -1292,12 +1292,15 @@ aw_set_undo_take(AwTakeBatch *b)
 			continue;			/* a newer park of the row */
 		aw_entry_fill(e, t, tk->attempt, tk->parked_at, tk->fence);
 		aw_entry_link(e, AW_DUE);
-		wake_worker = true;
 	}
 	LWLockRelease(aw_shared->lock);
 	b->n = 0;
-	if (wake_worker)
-		aw_wake_worker(MyDatabaseId);
+
+	/*
+	 * The entries put back, and slots a settled round returned to the topic
+	 * for a next round that will not come: the worker spends them.
+	 */
+	aw_wake_worker(MyDatabaseId);
 }
 
 /*
