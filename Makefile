@@ -8,12 +8,15 @@ EXTENSION = aion_wake
 MODULE_big = aion_wake
 OBJS = \
 	src/aion_wake.o \
+	src/args.o \
+	src/fence_heap.o \
 	src/outbox.o \
 	src/parked_set.o \
 	src/plans.o \
 	src/protocol.o \
 	src/pulse_parse.o \
 	src/reoffer.o \
+	src/settings.o \
 	src/waiters.o \
 	src/worker.o \
 	src/worker_slots.o \

@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * aion_wake.h
- *	  Settings, limits and small helpers shared by every part of aion_wake.
+ *	  Settings and limits shared by every part of aion_wake.
  *
  *	  Each part of the extension (the parked set, the transaction hooks, the
  *	  outbox functions, the worker) has a header of its own; this one holds
- *	  only what all of them need: the GUC variables defined in aion_wake.c,
- *	  the input limits of the SQL interface, and the argument checks that
- *	  every SQL-callable function performs the same way.
+ *	  only what all of them need: the configuration parameters defined in
+ *	  settings.c, the input limits of the SQL interface, and the AwWake that
+ *	  the set hands its callers.
  *
  * Copyright (c) 2026, aion_wake authors
  *
@@ -33,7 +33,20 @@
 #define AW_KEY_MAXLEN			255
 #define AW_MAX_ROWS_LIMIT		1000000
 
-/* GUC variables (aion_wake.c) */
+/*
+ * What an operation of the parked set leaves to be woken once its lock is
+ * released: the set decides, its callers wake (aw_waiters_wake_for).
+ */
+typedef enum AwWake
+{
+	AW_WAKE_NONE = 0,
+	AW_WAKE_WORKER,				/* the worker must look (a retry time, an
+								 * entry put back, slots left over) */
+	AW_WAKE_SPENDER				/* a slot of the topic to spend: a claimer
+								 * blocked on it, or else the worker */
+} AwWake;
+
+/* configuration parameters (settings.c) */
 extern char *aw_database_list;
 extern int	aw_max_parked_rows;
 extern int	aw_max_topics;
@@ -44,16 +57,6 @@ extern bool aw_listen;
 extern bool aw_notify_ready;
 extern char *aw_worker_role;
 
-/* aion_wake.c */
-extern void aw_warn_unserved_once(void);
-
-/* argument checks shared by the SQL functions (aion_wake.c) */
-extern void aw_require_loaded(void);
-extern char *aw_arg_key(FunctionCallInfo fcinfo, int argno);
-extern char *aw_arg_topic(FunctionCallInfo fcinfo, int argno);
-extern void aw_arg_not_null(FunctionCallInfo fcinfo, int argno, const char *name);
-extern int64 aw_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name);
-extern int32 aw_arg_int_range(FunctionCallInfo fcinfo, int argno, const char *name,
-							  int32 min, int32 max);
+extern void aw_define_settings(void);
 
 #endif							/* AION_WAKE_H */

@@ -14,9 +14,9 @@
 #ifndef AW_WAITERS_H
 #define AW_WAITERS_H
 
-#include "postgres.h"
 #include "datatype/timestamp.h"
 
+#include "aion_wake.h"
 #include "aw_pulse_parse.h"
 
 /* a topic whose rows the worker must look at (aw_waiters_due_fences) */
@@ -32,11 +32,12 @@ extern void aw_waiters_shmem_init(void);
 /* the blocked claimer's side */
 extern void aw_waiter_register(const char *topic);
 extern void aw_waiter_rearm(void);
-extern void aw_waiter_leave(void);
+extern bool aw_waiter_leave(char *topic);
 
 /* the wakers' side; both are cheap when nobody waits and never raise */
 extern int64 aw_waiters_wake(Oid dbid, const char *topic, int64 rows);
 extern void aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence);
+extern void aw_waiters_wake_for(AwWake wake, Oid dbid, const char *topic);
 
 /* the worker's side */
 extern int	aw_waiters_due_fences(TimestampTz now, AwFenceCheck *out, int max_out);

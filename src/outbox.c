@@ -23,6 +23,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -34,7 +35,9 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "aion_wake.h"
+#include "storage/ipc.h"
+
+#include "aw_args.h"
 #include "aw_plans.h"
 #include "aw_reoffer.h"
 #include "aw_set.h"
@@ -68,6 +71,7 @@ typedef enum AwStmt
 } AwStmt;
 
 static SPIPlanPtr aw_plans[AW_NUM_STMTS];
+static bool aw_claim_exit_registered = false;
 
 /*
  * A kept plan for one of the statements of this file, prepared on first use
@@ -429,6 +433,29 @@ aw_claim_probe(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows,
 }
 
 /*
+ * Leave the waiter registry.  A pulse is handed to a blocked claimer rather
+ * than to the worker (aw_waiters_wake_for), so if slots of the topic are
+ * still unspent when this claimer leaves without passing a wake on -- it
+ * was cancelled before its probe spent them, say -- the worker is woken to
+ * spend them.  Never raises.
+ */
+static void
+aw_claim_leave(void)
+{
+	char		topic[AW_TOPIC_MAXLEN + 1];
+
+	if (aw_waiter_leave(topic) && aw_set_topic_has_work(topic))
+		aw_wake_worker(MyDatabaseId);
+}
+
+/* A backend that exits while waiting leaves the registry the same way. */
+static void
+aw_claim_exit(int code, Datum arg)
+{
+	aw_claim_leave();
+}
+
+/*
  * The blocking part of claim(wait => ...): register as a waiter, then
  * repeat reset latch, probe, sleep until a row is claimed or the wait ends.
  * The latch is set by a commit that makes a row of the topic claimable, or
@@ -457,6 +484,12 @@ aw_claim_wait(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows,
 
 	deadline = aw_clock_plus(GetCurrentTimestamp(), Min(wait, (int64) aw_max_wait_ms * 1000));
 	served = aw_database_is_served();
+	if (!aw_claim_exit_registered)
+	{
+		/* runs after the transaction is aborted and before ProcKill */
+		on_shmem_exit(aw_claim_exit, (Datum) 0);
+		aw_claim_exit_registered = true;
+	}
 	aw_waiter_register(topic);
 	PG_TRY();
 	{
@@ -482,11 +515,11 @@ aw_claim_wait(ReturnSetInfo *rsinfo, const char *topic, int32 max_rows,
 	}
 	PG_CATCH();
 	{
-		aw_waiter_leave();
+		aw_claim_leave();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	aw_waiter_leave();
+	aw_claim_leave();
 }
 
 /*

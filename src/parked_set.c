@@ -15,7 +15,22 @@
  *
  *	  Every public function takes the set lock itself; functions that expect
  *	  the caller to hold it say so.  Nothing here raises an error while the
- *	  lock is held, so the COMMIT callbacks may call into this file.
+ *	  lock is held, so the COMMIT callbacks may call into this file; and
+ *	  nothing here wakes anyone: an operation that leaves work for a blocked
+ *	  claimer or the worker returns an AwWake, and the caller wakes them
+ *	  once the lock is released.
+ *
+ *	  Locks.  aion_wake's shared state is guarded by these, and no code
+ *	  holds two of them at once, so there is no order to get wrong:
+ *	    - the set lock (LWLock 0 of the "aion_wake" tranche): every field
+ *	      below -- entries, topics, their lists, the fence heap, the work
+ *	      and quiet lists, the counters;
+ *	    - the waiter lock (LWLock 1 of the tranche, waiters.c): the waiter
+ *	      slots and the per-topic waiter queues;
+ *	    - one spinlock per worker slot (worker_slots.c): that slot's fields.
+ *	  A caller that needs two of them (the topics view: topics, then their
+ *	  waiters) copies what it needs under the first, releases it, and then
+ *	  takes the second.
  *
  * Copyright (c) 2026, aion_wake authors
  *
@@ -33,16 +48,106 @@
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
+#include "aw_fence_heap.h"
 #include "aw_set.h"
-#include "aw_waiters.h"
-#include "aw_worker_slots.h"
 
 /* first delay before a re-offer that found its row locked is retried */
 #define AW_RETRY_MIN_MS 5
 
-AwShared   *aw_shared = NULL;
-HTAB	   *aw_entries = NULL;
-HTAB	   *aw_topics = NULL;
+#define AW_NUM_KINDS 2
+
+/*
+ * Life of an entry.  PENDING: its fence is not yet committed; a wake is only
+ * recorded on it.  CONFIRMED: waiting in its topic's FIFO for a pulse.  DUE:
+ * holding a slot, either woken while pending or found locked by a re-offer
+ * (then retried at retry_at); re-offered without spending another slot.
+ * IN_FLIGHT: taken by a re-offer round that has not settled yet.
+ */
+typedef enum AwState
+{
+	AW_PENDING = 0,
+	AW_CONFIRMED,
+	AW_DUE,
+	AW_IN_FLIGHT
+} AwState;
+
+typedef struct AwKey
+{
+	Oid			dbid;
+	int32		kind;			/* AwKind */
+	char		key[AW_KEY_MAXLEN + 1];
+} AwKey;
+
+typedef struct AwTopicKey
+{
+	Oid			dbid;
+	char		name[AW_TOPIC_MAXLEN + 1];
+} AwTopicKey;
+
+typedef struct AwTopic
+{
+	AwTopicKey	key;			/* hash key: must be first */
+	dlist_head	pending[AW_NUM_KINDS];	/* oldest park first */
+	dlist_head	confirmed[AW_NUM_KINDS];	/* oldest parked_at first */
+	dlist_head	due;			/* FENCED entries holding a slot */
+	int64		n_entries;		/* entries of any kind and state */
+	uint64		slots;			/* pulse slots not yet spent (saturating) */
+	uint64		credit;			/* slots left over by a pulse */
+	TimestampTz credit_until;	/* ... usable by parks confirming before */
+	bool		in_work;		/* linked into AwShared.work */
+	dlist_node	work_node;
+	bool		quiet;			/* linked into AwShared.quiet */
+	dlist_node	quiet_node;
+	uint64		pulses;			/* per-topic counters */
+	uint64		reoffered;
+} AwTopic;
+
+typedef struct AwEntry
+{
+	AwKey		key;			/* hash key: must be first */
+	AwTopic    *topic;
+	int32		attempt;
+	int32		state;			/* AwState */
+	bool		woken;			/* a wake came while pending */
+	int32		owner_procno;	/* pending or in flight: whose; else -1 */
+	int32		owner_pid;
+	TimestampTz parked_at;
+	TimestampTz fence;			/* FENCED only; 0 for UNFENCED */
+	TimestampTz confirmed_at;
+	uint64		generation;		/* unique per park, never reused */
+	uint64		seq;			/* tie-break for "oldest first" */
+	TimestampTz retry_at;		/* DUE after a re-offer found the row locked */
+	int32		retries;
+	AwHeapNode	fence_node;		/* in AwShared.fences: CONFIRMED FENCED */
+	dlist_node	list_node;		/* pending, confirmed or due list */
+	dlist_node	age_node;		/* AwShared.unfenced_age (UNFENCED confirmed) */
+} AwEntry;
+
+typedef struct AwShared
+{
+	LWLock	   *lock;			/* guards everything here */
+	uint64		next_generation;
+	uint64		next_seq;
+	AwCounters	counters;
+	dlist_head	work;			/* topics with slots or due entries */
+	dlist_head	quiet;			/* topics with no entry, slot or work, the
+								 * one quiet longest first: what a full
+								 * topic table recycles */
+	dlist_head	unfenced_age;	/* UNFENCED confirmed, oldest confirm first */
+	AwHeap		fences;			/* CONFIRMED FENCED entries by fence */
+} AwShared;
+
+static AwShared *aw_shared = NULL;
+static HTAB *aw_entries = NULL;
+static HTAB *aw_topics = NULL;
+
+/* "Oldest first" order: earliest parked_at, ties by sequence number. */
+static inline bool
+aw_entry_older(const AwEntry *a, const AwEntry *b)
+{
+	return a->parked_at < b->parked_at ||
+		(a->parked_at == b->parked_at && a->seq < b->seq);
+}
 
 static void aw_entry_unlink(AwEntry *e);
 static void aw_entry_link(AwEntry *e, AwState state);
@@ -59,7 +164,7 @@ aw_set_shmem_size(void)
 	Size		size;
 
 	size = MAXALIGN(sizeof(AwShared));
-	size = add_size(size, MAXALIGN(mul_size(aw_max_parked_rows, sizeof(AwEntry *))));
+	size = add_size(size, MAXALIGN(mul_size(aw_max_parked_rows, sizeof(AwHeapNode *))));
 	size = add_size(size, hash_estimate_size(aw_max_parked_rows, sizeof(AwEntry)));
 	size = add_size(size, hash_estimate_size(aw_max_topics, sizeof(AwTopic)));
 	return size;
@@ -78,7 +183,7 @@ aw_set_shmem_init(void)
 
 	aw_shared = ShmemInitStruct("aion_wake state",
 								MAXALIGN(sizeof(AwShared)) +
-								MAXALIGN(mul_size(aw_max_parked_rows, sizeof(AwEntry *))),
+								MAXALIGN(mul_size(aw_max_parked_rows, sizeof(AwHeapNode *))),
 								&found);
 	if (!found)
 	{
@@ -89,8 +194,9 @@ aw_set_shmem_init(void)
 		dlist_init(&aw_shared->work);
 		dlist_init(&aw_shared->quiet);
 		dlist_init(&aw_shared->unfenced_age);
-		aw_shared->heap = (AwEntry **) ((char *) aw_shared + MAXALIGN(sizeof(AwShared)));
-		aw_shared->heap_size = 0;
+		aw_heap_init(&aw_shared->fences,
+					 (AwHeapNode **) ((char *) aw_shared + MAXALIGN(sizeof(AwShared))),
+					 aw_max_parked_rows);
 	}
 
 	memset(&info, 0, sizeof(info));
@@ -108,95 +214,20 @@ aw_set_shmem_init(void)
 							  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 }
 
-/* ---------------------------------------------------------------------
- * The fence heap: a binary min-heap of CONFIRMED FENCED entries, each of
- * which remembers its position so it can be removed in O(log n).
- * Caller must hold the set lock exclusively.
- * ---------------------------------------------------------------------
- */
-static inline bool
-aw_heap_less(AwEntry *a, AwEntry *b)
+/* Is the set there?  Not when the library was loaded without preloading. */
+bool
+aw_set_attached(void)
 {
-	if (a->fence != b->fence)
-		return a->fence < b->fence;
-	return a->seq < b->seq;
-}
-
-static inline void
-aw_heap_set(int i, AwEntry *e)
-{
-	aw_shared->heap[i] = e;
-	e->heap_index = i;
-}
-
-static void
-aw_heap_sift_up(int i)
-{
-	AwEntry    *e = aw_shared->heap[i];
-
-	while (i > 0)
-	{
-		int			parent = (i - 1) / 2;
-
-		if (!aw_heap_less(e, aw_shared->heap[parent]))
-			break;
-		aw_heap_set(i, aw_shared->heap[parent]);
-		i = parent;
-	}
-	aw_heap_set(i, e);
-}
-
-static void
-aw_heap_sift_down(int i)
-{
-	AwEntry    *e = aw_shared->heap[i];
-	int			n = aw_shared->heap_size;
-
-	for (;;)
-	{
-		int			child = 2 * i + 1;
-
-		if (child >= n)
-			break;
-		if (child + 1 < n && aw_heap_less(aw_shared->heap[child + 1], aw_shared->heap[child]))
-			child++;
-		if (!aw_heap_less(aw_shared->heap[child], e))
-			break;
-		aw_heap_set(i, aw_shared->heap[child]);
-		i = child;
-	}
-	aw_heap_set(i, e);
-}
-
-static void
-aw_heap_push(AwEntry *e)
-{
-	Assert(aw_shared->heap_size < aw_max_parked_rows);
-	aw_heap_set(aw_shared->heap_size++, e);
-	aw_heap_sift_up(e->heap_index);
-}
-
-static void
-aw_heap_remove(AwEntry *e)
-{
-	int			i = e->heap_index;
-	AwEntry    *last;
-
-	Assert(i >= 0 && i < aw_shared->heap_size && aw_shared->heap[i] == e);
-	e->heap_index = -1;
-	last = aw_shared->heap[--aw_shared->heap_size];
-	if (last == e)
-		return;
-	aw_heap_set(i, last);
-	aw_heap_sift_up(i);
-	aw_heap_sift_down(last->heap_index);
+	return aw_shared != NULL;
 }
 
 /* The confirmed fenced entry with the earliest fence, or NULL. */
 static AwEntry *
-aw_heap_top(void)
+aw_fence_top(void)
 {
-	return aw_shared->heap_size > 0 ? aw_shared->heap[0] : NULL;
+	AwHeapNode *n = aw_heap_top(&aw_shared->fences);
+
+	return n ? (AwEntry *) ((char *) n - offsetof(AwEntry, fence_node)) : NULL;
 }
 
 /* ---------------------------------------------------------------------
@@ -240,7 +271,7 @@ aw_topic_count_entries(AwTopic *t, int delta)
  * is full, found in O(1).  Returns NULL when not found, or when the table
  * is full.  Never raises.
  */
-AwTopic *
+static AwTopic *
 aw_topic_find(Oid dbid, const char *name, bool create)
 {
 	AwTopicKey	key;
@@ -361,8 +392,8 @@ aw_entry_unlink(AwEntry *e)
 			return;
 		case AW_CONFIRMED:
 			dlist_delete(&e->list_node);
-			if (e->heap_index >= 0)
-				aw_heap_remove(e);
+			if (e->fence_node.index >= 0)
+				aw_heap_remove(&aw_shared->fences, &e->fence_node);
 			if (e->key.kind == AW_KIND_UNFENCED)
 				dlist_delete(&e->age_node);
 			break;
@@ -428,7 +459,12 @@ aw_entry_link(AwEntry *e, AwState state)
 					dlist_push_head(head, &e->list_node);
 
 				if (kind == AW_KIND_FENCED)
-					aw_heap_push(e);
+				{
+					/* sized for every entry: it always has room */
+					e->fence_node.at = e->fence;
+					e->fence_node.seq = e->seq;
+					(void) aw_heap_push(&aw_shared->fences, &e->fence_node);
+				}
 				else
 				{
 					e->confirmed_at = GetCurrentTimestamp();
@@ -472,7 +508,7 @@ aw_entry_holds_slot(AwEntry *e)
  * Remove an entry from the set.  With give_back_slot, a slot the entry held
  * goes back into its topic's pulse counter, to be spent again (G2).
  */
-void
+static void
 aw_entry_remove(AwEntry *e, bool give_back_slot)
 {
 	AwTopic    *t = e->topic;
@@ -522,7 +558,7 @@ aw_entry_fill(AwEntry *e, AwTopic *t, int32 attempt, TimestampTz parked_at,
 	e->seq = aw_shared->next_seq++;
 	e->retry_at = 0;
 	e->retries = 0;
-	e->heap_index = -1;
+	e->fence_node.index = -1;
 }
 
 /*
@@ -580,7 +616,7 @@ aw_set_restore(const char *key, const char *topic, int32 attempt,
 }
 
 /* Drop UNFENCED confirmed entries older than aion_wake.unfenced_max_age. */
-void
+static void
 aw_expire_unfenced(TimestampTz now)
 {
 	TimestampTz cutoff = now - (int64) aw_unfenced_max_age_ms * 1000;
@@ -676,18 +712,20 @@ aw_set_park(AwKind kind, const char *key, const char *topic, int32 attempt,
 /*
  * The fence of a pending entry is durable.  Returns true when a wake came
  * while it was pending (or a pulse's credit is there to take): a FENCED
- * entry then goes to its topic's due list for the worker, an UNFENCED one
- * leaves the set and the caller must re-offer it.  *found says whether this
- * call's entry was still there.  Never raises: COMMIT callbacks call it.
+ * entry then goes to its topic's due list, holding a slot to be spent (as a
+ * pulse's: *wake is AW_WAKE_SPENDER and topic, of AW_TOPIC_MAXLEN + 1
+ * bytes, receives its name); an UNFENCED one leaves the set and the caller
+ * must re-offer it.  *found says whether this call's entry was still
+ * there.  Never raises: COMMIT callbacks call it.
  */
 bool
-aw_set_confirm(AwKind kind, const char *key, uint64 generation, bool *found)
+aw_set_confirm(AwKind kind, const char *key, uint64 generation, bool *found,
+			   AwWake *wake, char *topic)
 {
 	AwEntry    *e;
 	bool		woken = false;
-	bool		wake_worker = false;
-	char		topic_name[AW_TOPIC_MAXLEN + 1];
 
+	*wake = AW_WAKE_NONE;
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	e = aw_entry_find(MyDatabaseId, kind, key);
 	*found = (e != NULL && e->state == AW_PENDING && aw_entry_is_mine(e, generation));
@@ -695,8 +733,7 @@ aw_set_confirm(AwKind kind, const char *key, uint64 generation, bool *found)
 	{
 		AwTopic    *t = e->topic;
 
-		strlcpy(topic_name, t->key.name, sizeof(topic_name));
-
+		strlcpy(topic, t->key.name, AW_TOPIC_MAXLEN + 1);
 		woken = e->woken;
 		if (kind == AW_KIND_UNFENCED)
 		{
@@ -722,13 +759,11 @@ aw_set_confirm(AwKind kind, const char *key, uint64 generation, bool *found)
 				aw_shared->counters.wakes_deferred++;
 			e->woken = false;
 			aw_entry_set_state(e, woken ? AW_DUE : AW_CONFIRMED);
-			wake_worker = woken;
+			if (woken)
+				*wake = AW_WAKE_SPENDER;
 		}
 	}
 	LWLockRelease(aw_shared->lock);
-	/* as for a pulse (aw_set_add_slots): a waiter spends it, or the worker */
-	if (wake_worker && aw_waiters_wake(MyDatabaseId, topic_name, 1) == 0)
-		aw_wake_worker(MyDatabaseId);
 	return woken;
 }
 
@@ -737,12 +772,13 @@ aw_set_confirm(AwKind kind, const char *key, uint64 generation, bool *found)
  * the entry held goes back to its topic.  With restore, the entry the park
  * replaced is put back: a confirmed one as it was, or the pending entry of
  * an earlier park of this transaction, which then keeps the wake.  Returns
- * whether an entry was removed, and in *was_pending whether it was pending.
+ * whether an entry was removed, and in *was_pending whether it was pending;
+ * *wake says whether the worker has a slot or a due entry to see to.
  * Never raises: ABORT callbacks call it.
  */
 bool
 aw_set_abandon(AwKind kind, const char *key, uint64 generation,
-			   const AwSavedEntry *restore, bool *was_pending)
+			   const AwSavedEntry *restore, bool *was_pending, AwWake *wake)
 {
 	AwEntry    *e;
 	bool		removed = false;
@@ -804,8 +840,7 @@ aw_set_abandon(AwKind kind, const char *key, uint64 generation,
 		}
 	}
 	LWLockRelease(aw_shared->lock);
-	if (wake_worker)
-		aw_wake_worker(MyDatabaseId);
+	*wake = wake_worker ? AW_WAKE_WORKER : AW_WAKE_NONE;
 	return removed;
 }
 
@@ -833,9 +868,10 @@ aw_set_generation_of(const char *key)
  * slot it held back to its topic.  A newer entry of the same key (a park
  * that committed after this transaction) is left alone, and so is an entry
  * in flight: the worker's compare-and-set will find the row changed.
- * Never raises: COMMIT callbacks call it.
+ * Returns AW_WAKE_WORKER when a slot went back.  Never raises: COMMIT
+ * callbacks call it.
  */
-void
+AwWake
 aw_set_forget(const char *key, uint64 generation)
 {
 	AwEntry    *e;
@@ -849,21 +885,13 @@ aw_set_forget(const char *key, uint64 generation)
 		aw_entry_remove(e, true);
 	}
 	LWLockRelease(aw_shared->lock);
-	if (wake_worker)
-		aw_wake_worker(MyDatabaseId);
+	return wake_worker ? AW_WAKE_WORKER : AW_WAKE_NONE;
 }
 
 /*
- * A capacity pulse of this database has committed: add its slots to the
- * topic's counter and have them spent.  With to_waiter (pulse() at
- * COMMIT), a claimer blocked on the topic spends them itself and claims
- * what they move (outbox.c), which saves the worker's transaction and a
- * process wake-up between a freed slot and a claimed row; the worker is
- * woken only when nobody waits.  A waiter that leaves with slots of its
- * topic unspent wakes the worker (aw_waiter_leave), so the slots are spent
- * either way.  Without (a raw NOTIFY, received by the worker), the worker,
- * already awake, spends them: handing them on as well would only make the
- * two race.
+ * A capacity pulse of this database: add its slots to the topic's counter,
+ * for the caller to have spent (see aw_waiters_wake_for).  Returns false
+ * when the pulse was not taken.
  *
  * Without create, a pulse for a topic the table does not hold is not
  * taken (returns false, counts nothing): a raw NOTIFY may come from any
@@ -873,7 +901,7 @@ aw_set_forget(const char *key, uint64 generation)
  * it in set_full.  Never raises.
  */
 bool
-aw_set_add_slots(const char *topic, int64 slots, bool to_waiter, bool create)
+aw_set_add_slots(const char *topic, int64 slots, bool create)
 {
 	AwTopic    *t;
 
@@ -895,11 +923,7 @@ aw_set_add_slots(const char *topic, int64 slots, bool to_waiter, bool create)
 	else
 		aw_shared->counters.set_full++;
 	LWLockRelease(aw_shared->lock);
-	if (t == NULL)
-		return true;
-	if (!to_waiter || aw_waiters_wake(MyDatabaseId, topic, 1) == 0)
-		aw_wake_worker(MyDatabaseId);
-	return true;
+	return t != NULL;
 }
 
 /*
@@ -922,22 +946,28 @@ aw_set_count_ignored_pulse(bool malformed)
  * This scans the set, so callers only come here when they know they left
  * something pending.
  */
-void
+AwWake
 aw_set_abandon_owned_by_me(void)
 {
 	HASH_SEQ_STATUS status;
 	AwEntry    *e;
+	AwWake		wake = AW_WAKE_NONE;
 
 	if (aw_shared == NULL)
-		return;
+		return wake;
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	hash_seq_init(&status, aw_entries);
 	while ((e = (AwEntry *) hash_seq_search(&status)) != NULL)
 	{
 		if (e->state == AW_PENDING && aw_entry_is_mine(e, 0))
+		{
+			if (aw_entry_holds_slot(e))
+				wake = AW_WAKE_WORKER;
 			aw_entry_remove(e, true);
+		}
 	}
 	LWLockRelease(aw_shared->lock);
+	return wake;
 }
 
 /* ---------------------------------------------------------------------
@@ -1179,10 +1209,12 @@ aw_entry_taken_by_me(AwEntry *e, const AwTake *take)
  * that if the lock holder rolls back the row is still re-offered, and if it
  * changes the row its forget at commit gives the slot back); the others go
  * back to the confirmed list.  Slots the round did not use at all go back to
- * the topic, to be spent again (G2).  An entry that a newer park replaced
- * meanwhile is left alone.  Never raises: the ABORT callback calls it.
+ * the topic, for the caller's next round to spend (G2).  An entry that a
+ * newer park replaced meanwhile is left alone.  Returns AW_WAKE_WORKER when
+ * the worker must learn of a retry time.  Never raises: the ABORT callback
+ * calls it.
  */
-void
+AwWake
 aw_set_settle(AwTakeBatch *b)
 {
 	int			i;
@@ -1244,8 +1276,7 @@ aw_set_settle(AwTakeBatch *b)
 	}
 	LWLockRelease(aw_shared->lock);
 	b->settled = true;
-	if (wake_worker)
-		aw_wake_worker(MyDatabaseId);
+	return wake_worker ? AW_WAKE_WORKER : AW_WAKE_NONE;
 }
 
 /*
@@ -1254,9 +1285,11 @@ aw_set_settle(AwTakeBatch *b)
  * its entries back as though every row were still parked (locked): each of
  * its slots stays with one of them, retried shortly.  A settled round's
  * moved rows are parked again, their UPDATE rolled back: their entries come
- * back holding a slot each, to be re-offered at once (G2).  Never raises.
+ * back holding a slot each, to be re-offered at once (G2).  Either way the
+ * worker must look: at the slots and due entries left (AW_WAKE_WORKER),
+ * since no next round of this caller will.  Never raises.
  */
-void
+AwWake
 aw_set_undo_take(AwTakeBatch *b)
 {
 	int			i;
@@ -1265,11 +1298,8 @@ aw_set_undo_take(AwTakeBatch *b)
 	{
 		for (i = 0; i < b->n; i++)
 			b->outcomes[i] = AW_TAKE_VALID;
-		aw_set_settle(b);
-		/* the slots the round held are the worker's to spend now */
-		if (b->n > 0)
-			aw_wake_worker(MyDatabaseId);
-		return;
+		(void) aw_set_settle(b);
+		return b->n > 0 ? AW_WAKE_WORKER : AW_WAKE_NONE;
 	}
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < b->n; i++)
@@ -1300,7 +1330,7 @@ aw_set_undo_take(AwTakeBatch *b)
 	 * The entries put back, and slots a settled round returned to the topic
 	 * for a next round that will not come: the worker spends them.
 	 */
-	aw_wake_worker(MyDatabaseId);
+	return AW_WAKE_WORKER;
 }
 
 /*
@@ -1372,7 +1402,7 @@ aw_set_expire(TimestampTz now)
 	TimestampTz next = 0;
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	while ((e = aw_heap_top()) != NULL && e->fence <= now)
+	while ((e = aw_fence_top()) != NULL && e->fence <= now)
 	{
 		aw_entry_remove(e, false);
 		aw_shared->counters.fences_expired++;
@@ -1403,8 +1433,9 @@ aw_warn_park_failed(AwParkResult r, const char *key, bool fenced)
 {
 	ereport(WARNING,
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("aion_wake %s is full",
-					r == AW_PARK_SET_FULL ? "parked set" : "topic table"),
+			 r == AW_PARK_SET_FULL ?
+			 errmsg("aion_wake parked set is full") :
+			 errmsg("aion_wake topic table is full"),
 			 fenced ?
 			 errdetail("Row \"%s\" waits until its fence; no pulse will re-offer it.", key) :
 			 errdetail("Row \"%s\" was not parked.", key),
@@ -1512,4 +1543,134 @@ aw_set_copy_topics(int *n)
 		}
 		pfree(rows);
 	}
+}
+
+/* The counters of aion_wake.status, copied under the set lock. */
+void
+aw_set_counters(AwCounters *out)
+{
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	*out = aw_shared->counters;
+	LWLockRelease(aw_shared->lock);
+}
+
+/*
+ * The UNFENCED entry of these topics that confirmed first (the heads of
+ * their confirmed lists), or NULL.  Caller holds the set lock.
+ */
+static AwEntry *
+aw_oldest_unfenced_confirmed(AwTopic **topics, int ntopics)
+{
+	AwEntry    *best = NULL;
+	int			i;
+
+	for (i = 0; i < ntopics; i++)
+	{
+		AwEntry    *e;
+
+		if (dlist_is_empty(&topics[i]->confirmed[AW_KIND_UNFENCED]))
+			continue;
+		e = dlist_head_element(AwEntry, list_node, &topics[i]->confirmed[AW_KIND_UNFENCED]);
+		if (best == NULL || aw_entry_older(e, best))
+			best = e;
+	}
+	return best;
+}
+
+/*
+ * The oldest pending UNFENCED entry of these topics not yet woken, or NULL.
+ * Caller holds the set lock.
+ */
+static AwEntry *
+aw_oldest_unfenced_unwoken(AwTopic **topics, int ntopics)
+{
+	AwEntry    *best = NULL;
+	int			i;
+
+	for (i = 0; i < ntopics; i++)
+	{
+		dlist_iter	iter;
+
+		dlist_foreach(iter, &topics[i]->pending[AW_KIND_UNFENCED])
+		{
+			AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
+
+			if (e->woken)
+				continue;
+			if (best == NULL || aw_entry_older(e, best))
+				best = e;
+			break;
+		}
+	}
+	return best;
+}
+
+/*
+ * take_confirmed(): remove up to max_out confirmed UNFENCED entries of a
+ * topic (or of every topic of this database), oldest first, into out[],
+ * and count them off *want.  When the confirmed ones run out, mark pending
+ * ones woken, one per row still wanted, and set *done.  Callers loop until
+ * *done, so the lock is held for one chunk at a time.  Returns the number
+ * copied.
+ */
+int
+aw_set_take_unfenced(const char *topic, int64 *want, AwUnfencedTake *out,
+					 int max_out, bool *done)
+{
+	AwTopic   **topics = palloc(sizeof(AwTopic *) * aw_max_topics);
+	int			ntopics = 0;
+	int			n = 0;
+
+	*done = false;
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	aw_expire_unfenced(GetCurrentTimestamp());
+	if (topic != NULL)
+	{
+		AwTopic    *t = aw_topic_find(MyDatabaseId, topic, false);
+
+		if (t != NULL)
+			topics[ntopics++] = t;
+	}
+	else
+	{
+		HASH_SEQ_STATUS status;
+		AwTopic    *t;
+
+		hash_seq_init(&status, aw_topics);
+		while ((t = (AwTopic *) hash_seq_search(&status)) != NULL)
+		{
+			if (t->key.dbid == MyDatabaseId)
+				topics[ntopics++] = t;
+		}
+	}
+
+	while (n < max_out && *want > 0)
+	{
+		AwEntry    *e = aw_oldest_unfenced_confirmed(topics, ntopics);
+
+		if (e == NULL)
+			break;
+		strlcpy(out[n].key, e->key.key, sizeof(out[n].key));
+		out[n].attempt = e->attempt;
+		n++;
+		(*want)--;
+		aw_entry_remove(e, false);
+	}
+	if (n < max_out || *want == 0)
+	{
+		/* confirmed ones exhausted: wake pending ones, oldest first */
+		while (*want > 0)
+		{
+			AwEntry    *e = aw_oldest_unfenced_unwoken(topics, ntopics);
+
+			if (e == NULL)
+				break;
+			e->woken = true;
+			(*want)--;
+		}
+		*done = true;
+	}
+	LWLockRelease(aw_shared->lock);
+	pfree(topics);
+	return n;
 }

@@ -30,7 +30,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "aion_wake.h"
+#include "aw_args.h"
 #include "aw_set.h"
 #include "aw_waiters.h"
 #include "aw_worker_slots.h"
@@ -54,7 +54,7 @@ static void
 aw_protocol_exit(int code, Datum arg)
 {
 	if (aw_my_pending > 0)
-		aw_set_abandon_owned_by_me();
+		aw_waiters_wake_for(aw_set_abandon_owned_by_me(), MyDatabaseId, NULL);
 }
 
 /*
@@ -103,10 +103,12 @@ aw_confirm(PG_FUNCTION_ARGS)
 	char	   *key;
 	bool		found;
 	bool		woken;
+	AwWake		wake;			/* UNFENCED entries hold no slot: none */
+	char		topic[AW_TOPIC_MAXLEN + 1];
 
 	aw_require_loaded();
 	key = aw_arg_key(fcinfo, 0);
-	woken = aw_set_confirm(AW_KIND_UNFENCED, key, 0, &found);
+	woken = aw_set_confirm(AW_KIND_UNFENCED, key, 0, &found, &wake, topic);
 	if (found && aw_my_pending > 0)
 		aw_my_pending--;
 	PG_RETURN_BOOL(woken);
@@ -121,70 +123,15 @@ aw_abandon(PG_FUNCTION_ARGS)
 	char	   *key;
 	bool		removed;
 	bool		was_pending;
+	AwWake		wake;
 
 	aw_require_loaded();
 	key = aw_arg_key(fcinfo, 0);
-	removed = aw_set_abandon(AW_KIND_UNFENCED, key, 0, NULL, &was_pending);
+	removed = aw_set_abandon(AW_KIND_UNFENCED, key, 0, NULL, &was_pending, &wake);
+	aw_waiters_wake_for(wake, MyDatabaseId, NULL);
 	if (was_pending && aw_my_pending > 0)
 		aw_my_pending--;
 	PG_RETURN_BOOL(removed);
-}
-
-typedef struct AwTaken
-{
-	char		key[AW_KEY_MAXLEN + 1];
-	int32		attempt;
-} AwTaken;
-
-/*
- * The topic of this database whose oldest confirmed UNFENCED entry is the
- * oldest of all, or NULL.  Caller holds the set lock.
- */
-static AwEntry *
-aw_oldest_confirmed_any_topic(AwTopic **topics, int ntopics)
-{
-	AwEntry    *best = NULL;
-	int			i;
-
-	for (i = 0; i < ntopics; i++)
-	{
-		AwEntry    *e;
-
-		if (dlist_is_empty(&topics[i]->confirmed[AW_KIND_UNFENCED]))
-			continue;
-		e = dlist_head_element(AwEntry, list_node, &topics[i]->confirmed[AW_KIND_UNFENCED]);
-		if (best == NULL || aw_entry_older(e, best))
-			best = e;
-	}
-	return best;
-}
-
-/*
- * The oldest pending UNFENCED entry of these topics not yet woken, or NULL.
- * Caller holds the set lock.
- */
-static AwEntry *
-aw_oldest_unwoken_pending(AwTopic **topics, int ntopics)
-{
-	AwEntry    *best = NULL;
-	int			i;
-
-	for (i = 0; i < ntopics; i++)
-	{
-		dlist_iter	iter;
-
-		dlist_foreach(iter, &topics[i]->pending[AW_KIND_UNFENCED])
-		{
-			AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
-
-			if (e->woken)
-				continue;
-			if (best == NULL || aw_entry_older(e, best))
-				best = e;
-			break;
-		}
-	}
-	return best;
 }
 
 /*
@@ -199,8 +146,7 @@ aw_take_confirmed(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	char	   *topic = NULL;
 	int64		want = PG_INT64_MAX;
-	AwTaken    *chunk;
-	AwTopic   **topics;
+	AwUnfencedTake *chunk;
 	bool		done = false;
 
 	aw_require_loaded();
@@ -210,65 +156,11 @@ aw_take_confirmed(PG_FUNCTION_ARGS)
 		want = aw_arg_int_range(fcinfo, 1, "max_rows", 1, AW_MAX_ROWS_LIMIT);
 
 	InitMaterializedSRF(fcinfo, 0);
-	chunk = palloc(sizeof(AwTaken) * AW_TAKE_CHUNK);
-	topics = palloc(sizeof(AwTopic *) * aw_max_topics);
-
+	chunk = palloc(sizeof(AwUnfencedTake) * AW_TAKE_CHUNK);
 	while (!done)
 	{
-		int			n = 0;
-		int			ntopics = 0;
+		int			n = aw_set_take_unfenced(topic, &want, chunk, AW_TAKE_CHUNK, &done);
 		int			i;
-
-		LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-		aw_expire_unfenced(GetCurrentTimestamp());
-		if (topic != NULL)
-		{
-			AwTopic    *t = aw_topic_find(MyDatabaseId, topic, false);
-
-			if (t != NULL)
-				topics[ntopics++] = t;
-		}
-		else
-		{
-			HASH_SEQ_STATUS status;
-			AwTopic    *t;
-
-			hash_seq_init(&status, aw_topics);
-			while ((t = (AwTopic *) hash_seq_search(&status)) != NULL)
-			{
-				if (t->key.dbid == MyDatabaseId)
-					topics[ntopics++] = t;
-			}
-		}
-
-		while (n < AW_TAKE_CHUNK && want > 0)
-		{
-			AwEntry    *e = aw_oldest_confirmed_any_topic(topics, ntopics);
-
-			if (e == NULL)
-				break;
-			strlcpy(chunk[n].key, e->key.key, sizeof(chunk[n].key));
-			chunk[n].attempt = e->attempt;
-			n++;
-			want--;
-			aw_entry_remove(e, false);
-		}
-
-		if (n < AW_TAKE_CHUNK || want == 0)
-		{
-			/* confirmed ones exhausted: wake pending ones, oldest first */
-			while (want > 0)
-			{
-				AwEntry    *e = aw_oldest_unwoken_pending(topics, ntopics);
-
-				if (e == NULL)
-					break;
-				e->woken = true;
-				want--;
-			}
-			done = true;
-		}
-		LWLockRelease(aw_shared->lock);
 
 		for (i = 0; i < n; i++)
 		{
@@ -310,9 +202,7 @@ aw_status(PG_FUNCTION_ARGS)
 	listen_error[0] = '\0';
 	dbname = get_database_name(MyDatabaseId);
 
-	LWLockAcquire(aw_shared->lock, LW_SHARED);
-	c = aw_shared->counters;
-	LWLockRelease(aw_shared->lock);
+	aw_set_counters(&c);
 	slot = aw_worker_slot_named(dbname);
 	if (slot != NULL)
 	{

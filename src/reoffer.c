@@ -35,12 +35,14 @@
 #include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "aw_plans.h"
 #include "aw_reoffer.h"
+#include "aw_waiters.h"
 #include "aw_xact.h"
 
 /* candidates per round: the first round's, and the most a round may take */
@@ -163,7 +165,7 @@ aw_reoffer_step(const char *topic, uint64 add_slots, AwReoffer *r,
 		return 0;
 	}
 	moved = aw_reoffer_execute(b);
-	aw_set_settle(b);
+	aw_waiters_wake_for(aw_set_settle(b), MyDatabaseId, NULL);
 
 	/* keep only what a rollback needs: the rows moved */
 	b->n = 0;

@@ -49,13 +49,18 @@
 #include "utils/timestamp.h"
 
 #include "aion_wake.h"
-#include "aw_set.h"
 #include "aw_waiters.h"
 #include "aw_worker_slots.h"
 
+typedef struct AwWaitTopicKey
+{
+	Oid			dbid;
+	char		name[AW_TOPIC_MAXLEN + 1];
+} AwWaitTopicKey;
+
 typedef struct AwWaitTopic
 {
-	AwTopicKey	key;			/* hash key: must be first */
+	AwWaitTopicKey key;			/* hash key: must be first */
 	dlist_head	queue;			/* registered and not ready, oldest first */
 	int			n_waiters;		/* registered, ready or not */
 	int			n_ready;		/* woken and not yet back in the queue */
@@ -82,7 +87,6 @@ typedef struct AwWaitShared
 
 static AwWaitShared *aw_wait = NULL;
 static HTAB *aw_wait_topics = NULL;
-static bool aw_exit_registered = false;
 
 /* one slot per PGPROC: backends, auxiliary processes, prepared xacts */
 static int
@@ -122,7 +126,7 @@ aw_waiters_shmem_init(void)
 		aw_wait->nslots = n;
 	}
 	memset(&info, 0, sizeof(info));
-	info.keysize = sizeof(AwTopicKey);
+	info.keysize = sizeof(AwWaitTopicKey);
 	info.entrysize = sizeof(AwWaitTopic);
 	aw_wait_topics = ShmemInitHash("aion_wake waiting topics", n, n, &info,
 								   HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
@@ -131,7 +135,7 @@ aw_waiters_shmem_init(void)
 static AwWaitTopic *
 aw_wait_topic_find(Oid dbid, const char *name, HASHACTION action)
 {
-	AwTopicKey	key;
+	AwWaitTopicKey key;
 	bool		found;
 	AwWaitTopic *t;
 
@@ -177,21 +181,12 @@ aw_wait_topic_take(AwWaitTopic *t, int64 n, int *procnos, int max_out)
 }
 
 static void
-aw_set_latches(const int *procnos, int n)
+aw_wake_procs(const int *procnos, int n)
 {
 	int			i;
 
 	for (i = 0; i < n; i++)
 		SetLatch(&GetPGProcByNumber(procnos[i])->procLatch);
-}
-
-static void
-aw_waiter_exit(int code, Datum arg)
-{
-	AwWaiter   *w = &aw_wait->slots[AW_MY_PROCNO];
-
-	if (w->pid == MyProcPid)
-		aw_waiter_leave();
 }
 
 /*
@@ -204,12 +199,6 @@ aw_waiter_register(const char *topic)
 	AwWaiter   *w = &aw_wait->slots[AW_MY_PROCNO];
 	AwWaitTopic *t;
 	bool		ask_worker = false;
-
-	if (!aw_exit_registered)
-	{
-		on_shmem_exit(aw_waiter_exit, (Datum) 0);
-		aw_exit_registered = true;
-	}
 
 	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
 	t = aw_wait_topic_find(MyDatabaseId, topic, HASH_ENTER_NULL);
@@ -254,29 +243,28 @@ aw_waiter_rearm(void)
 /*
  * Leave the registry: at the end of the wait, on error, on cancel and at
  * exit.  A wake that came after the last probe is passed to the next
- * waiter of the topic.  A pulse is handed to a waiter rather than to the
- * worker (aw_set_add_slots), so if slots of the topic are still unspent
- * when no waiter is left to pass them to -- this one was cancelled before
- * its probe spent them, say -- the worker is woken to spend them.  Never
- * raises.
+ * waiter of the topic.  Returns true, with the topic's name in topic (of
+ * AW_TOPIC_MAXLEN + 1 bytes), when this backend was waiting and passed no
+ * wake on: then a pulse handed to it may still be unspent (it was
+ * cancelled before its probe spent it, say), and the caller must see that
+ * the worker spends it.  Never raises.
  */
-void
-aw_waiter_leave(void)
+bool
+aw_waiter_leave(char *topic)
 {
 	AwWaiter   *w = &aw_wait->slots[AW_MY_PROCNO];
 	AwWaitTopic *t;
 	int			procno = -1;
 	int			n = 0;
-	char		topic[AW_TOPIC_MAXLEN + 1];
 
 	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
 	if (w->pid != MyProcPid)
 	{
 		LWLockRelease(aw_wait->lock);
-		return;
+		return false;
 	}
 	t = w->topic;
-	strlcpy(topic, t->key.name, sizeof(topic));
+	strlcpy(topic, t->key.name, AW_TOPIC_MAXLEN + 1);
 	if (w->queued)
 		dlist_delete(&w->node);
 	if (w->ready)
@@ -292,9 +280,8 @@ aw_waiter_leave(void)
 		hash_search(aw_wait_topics, &t->key, HASH_REMOVE, NULL);
 	pg_atomic_fetch_sub_u32(&aw_wait->n_waiters, 1);
 	LWLockRelease(aw_wait->lock);
-	aw_set_latches(&procno, n);
-	if (n == 0 && aw_set_topic_has_work(topic))
-		aw_wake_worker(MyDatabaseId);
+	aw_wake_procs(&procno, n);
+	return n == 0;
 }
 
 /* Is anybody waiting at all?  Read without the lock (see aw_waiters_wake). */
@@ -330,13 +317,29 @@ aw_waiters_wake(Oid dbid, const char *topic, int64 rows)
 		t = aw_wait_topic_find(dbid, topic, HASH_FIND);
 		n = t ? aw_wait_topic_take(t, rows, procnos, lengthof(procnos)) : 0;
 		LWLockRelease(aw_wait->lock);
-		aw_set_latches(procnos, n);
+		aw_wake_procs(procnos, n);
 		woken += n;
 		if (n < (int) lengthof(procnos))
 			break;
 		rows -= n;
 	}
 	return woken;
+}
+
+/*
+ * Act on what a set operation left to be woken (aw_set.h): slots of a
+ * topic to spend go to one claimer blocked on it, who spends them in its
+ * own probe and claims what they move -- which saves the worker's
+ * transaction and a process wake-up between a freed slot and a claimed row
+ * -- or, when nobody waits, to the worker.  Never raises.
+ */
+void
+aw_waiters_wake_for(AwWake wake, Oid dbid, const char *topic)
+{
+	if (wake == AW_WAKE_SPENDER && aw_waiters_wake(dbid, topic, 1) > 0)
+		return;
+	if (wake != AW_WAKE_NONE)
+		aw_wake_worker(dbid);
 }
 
 /*
@@ -373,7 +376,7 @@ aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence)
 		}
 	}
 	LWLockRelease(aw_wait->lock);
-	aw_set_latches(&procno, n);
+	aw_wake_procs(&procno, n);
 	if (lowered)
 		aw_wake_worker(dbid);
 }

@@ -343,7 +343,7 @@ aw_handle_raw_pulse(const char *payload)
 	r = aw_parse_pulse(payload, strlen(payload), topic, &slots);
 	if (r == AW_PULSE_OK)
 	{
-		if (!aw_set_add_slots(topic, slots, false, false))
+		if (!aw_set_add_slots(topic, slots, false))
 		{
 			AwUnknownPulse *u;
 			bool		found;
@@ -446,7 +446,7 @@ aw_admit_unknown_pulses(bool installed)
 								args, NULL, SPI_OK_SELECT) > 0;
 		}
 		if (known)
-			(void) aw_set_add_slots(u->topic, u->slots, false, true);
+			(void) aw_set_add_slots(u->topic, u->slots, true);
 		else
 			aw_set_count_ignored_pulse(false);
 	}

@@ -281,11 +281,16 @@ aw_level_undo(AwLevel *l)
 		{
 			case AW_REC_PARK:
 				if (r->park.generation != 0)
+				{
+					AwWake		wake;
+
 					(void) aw_set_abandon(AW_KIND_FENCED, r->key, r->park.generation,
-										  &r->park.saved, NULL);
+										  &r->park.saved, NULL, &wake);
+					aw_waiters_wake_for(wake, MyDatabaseId, NULL);
+				}
 				break;
 			case AW_REC_TAKE:
-				aw_set_undo_take(r->batch);
+				aw_waiters_wake_for(aw_set_undo_take(r->batch), MyDatabaseId, NULL);
 				break;
 			case AW_REC_FORGET:
 				break;
@@ -320,15 +325,22 @@ aw_level_commit(AwLevel *l)
 	{
 		AwRecord   *r = dlist_container(AwRecord, node, iter.cur);
 		bool		found;
+		AwWake		wake;
+		char		topic[AW_TOPIC_MAXLEN + 1];
 
 		switch (r->kind)
 		{
 			case AW_REC_PARK:
 				if (r->park.generation != 0)
-					(void) aw_set_confirm(AW_KIND_FENCED, r->key, r->park.generation, &found);
+				{
+					(void) aw_set_confirm(AW_KIND_FENCED, r->key, r->park.generation,
+										  &found, &wake, topic);
+					aw_waiters_wake_for(wake, MyDatabaseId, topic);
+				}
 				break;
 			case AW_REC_FORGET:
-				aw_set_forget(r->key, r->generation);
+				aw_waiters_wake_for(aw_set_forget(r->key, r->generation),
+									MyDatabaseId, NULL);
 				break;
 			case AW_REC_TAKE:
 				break;
@@ -345,7 +357,8 @@ aw_level_commit(AwLevel *l)
 			switch ((AwSumKind) s->key.kind)
 			{
 				case AW_SUM_PULSE:
-					(void) aw_set_add_slots(s->key.topic, s->count, true, true);
+					if (aw_set_add_slots(s->key.topic, s->count, true))
+						aw_waiters_wake_for(AW_WAKE_SPENDER, MyDatabaseId, s->key.topic);
 					break;
 				case AW_SUM_READY:
 					aw_waiters_wake(MyDatabaseId, s->key.topic, s->count);

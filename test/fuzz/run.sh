@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 #
 # test/fuzz/run.sh
-#	  Unit-test and fuzz the capacity pulse parser (src/pulse_parse.c).
+#	  Unit-test the pure parts of aion_wake -- the capacity pulse parser
+#	  (src/pulse_parse.c) and the fence heap (src/fence_heap.c) -- and fuzz
+#	  the parser.
 #
 #	  Usage: bash test/fuzz/run.sh [SECONDS]   (default 30)
 #
-#	  1. Builds test/fuzz/unit_pulse_parse.c with cc -Wall -Wextra -Werror
-#	     and runs it.
+#	  1. Builds test/fuzz/unit_pulse_parse.c and test/fuzz/unit_fence_heap.c
+#	     with cc -Wall -Wextra -Werror and runs them.
 #	  2. Builds test/fuzz/fuzz_pulse_parse.c with
 #	     clang -fsanitize=fuzzer,address,undefined and runs it for SECONDS
 #	     seconds on a seed corpus created in a temporary directory.
@@ -44,6 +46,10 @@ cc -std=c99 -Wall -Wextra -Werror -O1 -I "$inc" \
 	-o "$work/unit_pulse_parse" \
 	"$script_dir/unit_pulse_parse.c" "$src"
 "$work/unit_pulse_parse"
+cc -std=c99 -Wall -Wextra -Werror -O1 -I "$inc" \
+	-o "$work/unit_fence_heap" \
+	"$script_dir/unit_fence_heap.c" "$root/src/fence_heap.c"
+"$work/unit_fence_heap"
 
 # --- fuzzer --------------------------------------------------------------
 if ! command -v clang >/dev/null 2>&1; then

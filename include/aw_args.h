@@ -1,0 +1,29 @@
+/*-------------------------------------------------------------------------
+ *
+ * aw_args.h
+ *	  The checks every SQL-callable function makes on its way in.
+ *
+ * Copyright (c) 2026, aion_wake authors
+ *
+ * IDENTIFICATION
+ *	  include/aw_args.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef AW_ARGS_H
+#define AW_ARGS_H
+
+#include "fmgr.h"
+
+#include "aion_wake.h"
+
+extern void aw_require_loaded(void);
+extern void aw_warn_unserved_once(void);
+extern char *aw_arg_key(FunctionCallInfo fcinfo, int argno);
+extern char *aw_arg_topic(FunctionCallInfo fcinfo, int argno);
+extern void aw_arg_not_null(FunctionCallInfo fcinfo, int argno, const char *name);
+extern int64 aw_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name);
+extern int32 aw_arg_int_range(FunctionCallInfo fcinfo, int argno, const char *name,
+							  int32 min, int32 max);
+
+#endif							/* AW_ARGS_H */
