@@ -91,10 +91,11 @@ got=$(q -c "SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'")
 [ "$got" = "$expected" ] || fail "CREATE EXTENSION installed version $got, expected $expected"
 
 # every other version the package ships can be updated to the default one
-updates=0
+updates=
+n=0
 for v in $(q -c "SELECT version FROM pg_available_extension_versions
 	WHERE name = 'aion_wake' AND version <> '$expected' ORDER BY version"); do
-	db=aw_update_$updates
+	db=aw_update_$n
 	q -c "CREATE DATABASE $db" >/dev/null
 	q -d "$db" -c "CREATE EXTENSION aion_wake VERSION '$v'" ||
 		fail "CREATE EXTENSION aion_wake VERSION '$v'"
@@ -102,7 +103,8 @@ for v in $(q -c "SELECT version FROM pg_available_extension_versions
 	got=$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'")
 	[ "$got" = "$expected" ] || fail "update from $v ended at $got, expected $expected"
 	q -c "DROP DATABASE $db" >/dev/null
-	updates=$((updates + 1))
+	updates="$updates${updates:+, }$v"
+	n=$((n + 1))
 done
 
 poll "SELECT worker_pid IS NOT NULL FROM aion_wake.status" 30 ||
@@ -134,4 +136,4 @@ reoffered=$(q -c "SELECT rows_reoffered FROM aion_wake.status")
 [ "$reoffered" -ge 1 ] || fail "status.rows_reoffered is $reoffered"
 
 echo "smoke: ok PostgreSQL $pgmajor, aion_wake $expected: CREATE EXTENSION," \
-	"$updates update path(s), the parked row re-offered ${ms} ms after pulse(), claimed and completed"
+	"${updates:+ALTER EXTENSION UPDATE from $updates, }the parked row re-offered ${ms} ms after pulse(), claimed and completed"
