@@ -110,7 +110,7 @@ cleanup() {
 	exit $rc
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'fail interrupted' INT TERM
 
 # run a command in a chroot with a clean environment
 in_chroot() {
@@ -157,7 +157,8 @@ t_build=$SECONDS
 new_chroot "$build"
 mkdir -p "$build/build/$srcname"
 # the working tree as git sees it: tracked and new files, nothing ignored
-git ls-files -z --cached --others --exclude-standard |
+# (safe.directory: .ci/run hands the tree to postgres before it runs this)
+git -c safe.directory="$top" ls-files -z --cached --others --exclude-standard |
 	while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
 	tar --null -T - -cf - | tar -xf - -C "$build/build/$srcname"
 # the upstream tarball a 3.0 (quilt) source package is made from
