@@ -16,7 +16,8 @@
 #
 # Versions come from aion_wake.control (default_version); debian/changelog
 # must carry an entry for it.  Prints one line, "package: ok ..." or
-# "package: FAILED ...", and exits non-zero on failure.  Run as root:
+# "package: FAILED ..." (after the end of the log or of the smoke test's
+# output that explains it), and exits non-zero on failure.  Run as root:
 #
 #   test/package/run.sh
 #
@@ -47,6 +48,13 @@ step=setup
 fail() {
 	echo "package: FAILED ($step): $*"
 	exit 1
+}
+
+# a step whose output went to the log: show its end, then fail
+fail_log() {
+	echo "== tail of $log"
+	tail -40 "$log"
+	fail "$@"
 }
 
 [ "$(id -u)" = 0 ] || fail "run as root (debootstrap, chroot, mount)"
@@ -100,12 +108,15 @@ remove_chroot() {
 
 cleanup() {
 	local rc=$?
-	# a server the smoke test left behind (interrupted) holds /dev busy
-	if [ -d "$inst/tmp" ]; then
-		for pid in "$inst"/tmp/aw-smoke.*/data/postmaster.pid; do
-			[ -f "$pid" ] && kill -QUIT "$(head -1 "$pid")" 2>/dev/null || true
-		done
-	fi
+	# a server the smoke test left behind (killed) holds /dev busy; signal
+	# it only if that process really runs inside the install chroot
+	local f pid
+	for f in "$inst"/tmp/aw-smoke.*/data/postmaster.pid; do
+		[ -f "$f" ] || continue
+		pid=$(head -1 "$f")
+		[ -n "$pid" ] && [ "$(readlink "/proc/$pid/root" 2>/dev/null)" = "$inst" ] &&
+			kill -QUIT "$pid" 2>/dev/null || true
+	done
 	unmount_all
 	exit $rc
 }
@@ -138,7 +149,7 @@ new_chroot() {
 		deb $security $suite-security main
 	EOF
 	mount_chroot "$dir"
-	in_chroot "$dir" apt-get update -qq >>"$log" 2>&1 || fail "apt-get update in $dir (see $log)"
+	in_chroot "$dir" apt-get update -qq >>"$log" 2>&1 || fail_log "apt-get update in $dir"
 }
 
 step=debootstrap
@@ -146,7 +157,7 @@ if [ "${AW_PACKAGE_FRESH:-0}" = 1 ] || [ ! -f "$base/.aw-complete" ]; then
 	remove_chroot "$base"
 	remove_chroot "$base.new"
 	debootstrap --variant=minbase "$suite" "$base.new" "$mirror" >>"$log" 2>&1 ||
-		fail "debootstrap $suite (see $log)"
+		fail_log "debootstrap $suite"
 	touch "$base.new/.aw-complete"
 	mv "$base.new" "$base"
 fi
@@ -165,13 +176,13 @@ git -c safe.directory="$top" ls-files -z --cached --others --exclude-standard |
 tar -C "$build/build" --exclude="$srcname/debian" -czf "$build/build/aion-wake_$extversion.orig.tar.gz" "$srcname"
 
 in_chroot "$build" apt-get install -y -qq --no-install-recommends dpkg-dev >>"$log" 2>&1 ||
-	fail "apt-get install dpkg-dev (see $log)"
+	fail_log "apt-get install dpkg-dev"
 in_chroot "$build" apt-get build-dep -y -qq --no-install-recommends "/build/$srcname" >>"$log" 2>&1 ||
-	fail "apt-get build-dep: the Build-Depends of debian/control (see $log)"
+	fail_log "apt-get build-dep: the Build-Depends of debian/control"
 [ -x "$build/usr/lib/postgresql/$pgmajor/bin/pg_config" ] ||
 	fail "the Build-Depends did not bring PostgreSQL $pgmajor's pg_config"
 in_chroot "$build" sh -c "cd /build/$srcname && dpkg-buildpackage -us -uc" >>"$log" 2>&1 ||
-	fail "dpkg-buildpackage (see $log)"
+	fail_log "dpkg-buildpackage"
 
 deb=$build/build/${pkg}_${debversion}_$(in_chroot "$build" dpkg --print-architecture).deb
 [ -f "$deb" ] || fail "no $(basename "$deb") was built: $(cd "$build/build" && echo *.deb)"
@@ -204,7 +215,7 @@ done
 # dpkg -i stops at the missing dependencies; apt-get install -f brings them
 in_chroot "$inst" dpkg -i "/tmp/$(basename "$deb")" >>"$log" 2>&1 || true
 in_chroot "$inst" apt-get install -f -y -qq --no-install-recommends >>"$log" 2>&1 ||
-	fail "apt-get install -f (see $log)"
+	fail_log "apt-get install -f"
 status=$(in_chroot "$inst" dpkg-query -W -f '${db:Status-Status} ${Version}' "$pkg" 2>/dev/null) || true
 [ "$status" = "installed $debversion" ] || fail "$pkg is '${status:-not known}' after dpkg -i, apt-get install -f"
 owner=$(in_chroot "$inst" dpkg -S "/usr/lib/postgresql/$pgmajor/lib/aion_wake.so" 2>/dev/null) || true
