@@ -55,3 +55,24 @@ PROVE_FLAGS += -I test/perl
 
 # PGXS does not track header dependencies: rebuild everything when one changes
 $(OBJS): $(wildcard include/*.h)
+
+# ---- make dist: the PGXN distribution (test/package) ------------------------
+# aion_wake-X.Y.Z.zip, everything committed at HEAD under aion_wake-X.Y.Z/,
+# where X.Y.Z is default_version of aion_wake.control at HEAD read as SemVer
+# ('1.0' is 1.0.0), the version META.json carries.  The archive's own
+# test/package/check_meta.pl must pass on it first.
+# safe.directory: the tree may belong to another user (.ci/run gives it to postgres)
+AW_GIT = git -c safe.directory=$(CURDIR)
+AW_DIST_VERSION = $(shell $(AW_GIT) show HEAD:$(EXTENSION).control | \
+	sed -n "s/^default_version *= *'\([0-9.]*\)'.*/\1/p" | \
+	awk -F. '{ printf "%d.%d.%d", $$1, $$2, $$3 }')
+AW_DIST = $(EXTENSION)-$(AW_DIST_VERSION)
+
+.PHONY: dist
+dist:
+	@test -n "$(AW_DIST_VERSION)" || { echo "make dist: no default_version in $(EXTENSION).control at HEAD" >&2; exit 1; }
+	@$(AW_GIT) diff --quiet HEAD -- || echo "make dist: uncommitted changes are left out: the zip is made from HEAD" >&2
+	@tmp=$$(mktemp -d) && $(AW_GIT) archive --prefix=$(AW_DIST)/ HEAD | tar -x -C $$tmp && \
+		perl $$tmp/$(AW_DIST)/test/package/check_meta.pl; rc=$$?; rm -rf $$tmp; exit $$rc
+	$(AW_GIT) archive --format=zip --prefix=$(AW_DIST)/ -o $(AW_DIST).zip HEAD
+# ---- end of make dist --------------------------------------------------------
