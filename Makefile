@@ -9,7 +9,9 @@ MODULE_big = aion_wake
 OBJS = \
 	src/aion_wake.o \
 	src/args.o \
+	src/claim.o \
 	src/fence_heap.o \
+	src/limits.o \
 	src/outbox.o \
 	src/parked_set.o \
 	src/plans.o \
@@ -22,7 +24,7 @@ OBJS = \
 	src/worker_slots.o \
 	src/xact.o
 
-DATA = sql/aion_wake--1.0.sql
+DATA = sql/aion_wake--1.0.sql sql/aion_wake--1.0--1.1.sql
 PGFILEDESC = "aion_wake - parked outbox rows re-offered when capacity frees"
 
 PG_CPPFLAGS = -Iinclude -I$(libpq_srcdir)

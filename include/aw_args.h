@@ -18,6 +18,9 @@
 #include "aion_wake.h"
 
 extern void aw_require_loaded(void);
+extern void aw_begin_write(const char *fname);
+extern TimestampTz aw_clock_plus(TimestampTz now, int64 us);
+extern void aw_arg_token(FunctionCallInfo fcinfo, int argno, Datum *value, char *null);
 extern void aw_warn_unserved_once(void);
 extern char *aw_arg_key(FunctionCallInfo fcinfo, int argno);
 extern char *aw_arg_topic(FunctionCallInfo fcinfo, int argno);

@@ -58,6 +58,7 @@ typedef struct AwCounters
 	uint64		unfenced_expired;
 	uint64		credits_used;
 	uint64		slots_returned;
+	uint64		leases_expired;
 	TimestampTz last_pulse_at;
 } AwCounters;
 
@@ -157,7 +158,33 @@ typedef struct AwTopicRow
 	int64		credit;
 	int64		pulses;
 	int64		reoffered;
+	int32		max_in_flight;	/* 0: unlimited */
+	int32		in_flight;
 } AwTopicRow;
+
+/* a live lease found in the table (set_limit(), loading limits) */
+typedef struct AwLiveLease
+{
+	char		key[AW_KEY_MAXLEN + 1];
+	char		topic[AW_TOPIC_MAXLEN + 1];
+	int64		token;
+	TimestampTz ends;
+} AwLiveLease;
+
+/* a lease released because its end passed: wake one claimer of its topic */
+typedef struct AwReleased
+{
+	Oid			dbid;
+	char		topic[AW_TOPIC_MAXLEN + 1];
+} AwReleased;
+
+typedef enum AwLimitResult
+{
+	AW_LIMIT_OK,
+	AW_LIMIT_TOPICS_FULL,		/* the topic table cannot hold the topic */
+	AW_LIMIT_POOL_FULL,			/* the sum of limits would exceed the pool */
+	AW_LIMIT_LEASES_FULL		/* no room for the topic's live leases */
+} AwLimitResult;
 
 /* shared memory (from aion_wake.c's hooks) */
 extern Size aw_set_shmem_size(void);
@@ -192,10 +219,32 @@ extern AwWake aw_set_undo_take(AwTakeBatch *b);
 extern List *aw_set_work_topics(void);
 extern bool aw_set_has_work(void);
 extern bool aw_set_topic_has_work(const char *topic);
+extern bool aw_set_topics_have_work(char **topics, int ntopics, uint64 mask);
 
 /* take_confirmed() */
 extern int	aw_set_take_unfenced(const char *topic, int64 *want,
 								 AwUnfencedTake *out, int max_out, bool *done);
+
+/* known capacity: limits, reservations, leases */
+extern int32 aw_set_reserve(const char *topic, int32 want, bool *limited);
+extern void aw_set_unreserve(const char *topic, int32 n);
+extern void aw_set_leases_open(const AwLiveLease *leases, int n);
+extern void aw_set_leases_commit(const AwLiveLease *leases, int n);
+extern void aw_set_leases_rollback(const AwLiveLease *leases, int n);
+extern bool aw_set_lease_release(const char *key, int64 token, char *topic);
+extern int	aw_set_expire_leases(TimestampTz now, AwReleased *out, int max_out,
+								 TimestampTz *next);
+extern int32 aw_set_free_slots(const char *topic);
+extern bool aw_set_topic_limited(const char *topic, int32 *max_in_flight);
+extern AwLimitResult aw_set_limit_promise(const char *topic, int32 max_in_flight,
+										  int32 n_leases, int32 *old_max);
+extern int32 aw_set_limit_end(const char *topic, int32 max_in_flight, int32 old_max,
+							  const AwLiveLease *leases, int32 n_leases, bool commit);
+extern bool aw_set_limit_load(const char *topic, int32 max_in_flight,
+							  const AwLiveLease *leases, int32 n_leases);
+extern bool aw_set_limits_loaded(Oid table);
+extern void aw_set_mark_limits_loaded(Oid table);
+extern int64 aw_set_lease_count(void);
 
 /* the worker's timers */
 extern TimestampTz aw_set_next_retry(void);

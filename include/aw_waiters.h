@@ -29,15 +29,19 @@ typedef struct AwFenceCheck
 extern Size aw_waiters_shmem_size(void);
 extern void aw_waiters_shmem_init(void);
 
+/* the most topics one claim may wait on */
+#define AW_WAIT_MAX_TOPICS 64
+
 /* the blocked claimer's side */
-extern void aw_waiter_register(const char *topic);
-extern void aw_waiter_rearm(void);
-extern bool aw_waiter_leave(char *topic);
+extern void aw_waiter_register(char **topics, int ntopics);
+extern uint64 aw_waiter_rearm(void);
+extern uint64 aw_waiter_leave(uint64 unused);
 
 /* the wakers' side; both are cheap when nobody waits and never raise */
 extern int64 aw_waiters_wake(Oid dbid, const char *topic, int64 rows);
 extern void aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence);
 extern void aw_waiters_wake_for(AwWake wake, Oid dbid, const char *topic);
+extern uint64 aw_waiters_ready_gen(Oid dbid, const char *topic);
 
 /* the worker's side */
 extern int	aw_waiters_due_fences(TimestampTz now, AwFenceCheck *out, int max_out);

@@ -43,6 +43,56 @@ extern AwParkRecord *aw_xact_prepare_park(const char *key);
  */
 extern AwTakeBatch *aw_xact_take_batch(const char *topic, int max);
 
+/*
+ * A claim's reservation of slots of a limited topic (aw_set_reserve):
+ * allocated before the slots are reserved; the claim counts off what it
+ * turns into leases or gives back, and whatever is left when the
+ * transaction ends without that goes back.
+ */
+typedef struct AwReserveRecord
+{
+	char		topic[AW_TOPIC_MAXLEN + 1];
+	int32		left;
+} AwReserveRecord;
+
+extern AwReserveRecord *aw_xact_prepare_reserve(const char *topic);
+
+/*
+ * Leases a claim took on a limited topic: allocated before they are
+ * opened in the set; at commit they are the claim's, at abort they are
+ * released (the claimed rows wake claimers as claimable rows).
+ */
+extern AwLiveLease *aw_xact_prepare_leases(int n);
+
+/*
+ * A settle (complete, fail, park, dead_letter) of a row whose lease
+ * carried token: at commit the lease's slot is released -- once -- and
+ * wakes one blocked claimer, and unless the settle was park() it is a
+ * pulse of one slot too; at abort, if the row's fence had passed (its
+ * lease ended), the row is claimable again and wakes one blocked claimer.
+ */
+extern void aw_xact_record_settle(const char *key, int64 token, const char *topic,
+								  bool limited, bool pulse, TimestampTz old_fence);
+
+/*
+ * set_limit(): recorded before the pool is promised anything; the caller
+ * sets the flag returned, and old_max, once aw_set_limit_promise succeeded.
+ * At commit the limit applies (with the live leases found) and the
+ * claimers its new slots can take are woken; at abort the promise is
+ * taken back.
+ */
+typedef struct AwLimitRecord
+{
+	bool		promised;
+	int32		old_max;
+} AwLimitRecord;
+
+extern AwLimitRecord *aw_xact_record_limit(const char *topic, int32 max_in_flight,
+										   AwLiveLease *leases, int32 n_leases);
+
+/* rows locked and not taken by a claim: claimable again when it ends */
+extern void aw_xact_record_released(const char *topic, int64 rows);
+
 /* the row left the parked state: forget the entry the call found, at commit */
 extern void aw_xact_record_forget(const char *key);
 
@@ -57,5 +107,9 @@ extern void aw_xact_record_claimed(const char *topic, int64 rows);
 
 /* a row of a topic gets a fence: tell the waiters' worker at commit */
 extern void aw_xact_record_fence(const char *topic, TimestampTz fence);
+
+/* a row written with fence at now: claimable at commit, or at its fence */
+extern void aw_xact_record_visibility(const char *topic, TimestampTz fence,
+									  TimestampTz now);
 
 #endif							/* AW_XACT_H */

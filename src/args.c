@@ -17,6 +17,7 @@
 #include "commands/dbcommands.h"
 #include "common/int.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -44,6 +45,35 @@ aw_warn_unserved_once(void)
 			 errdetail("Parked rows wait until their fence; nothing re-offers them when capacity frees."),
 			 errhint("Add the database to \"%s\" and restart the server.",
 					 "aion_wake.database")));
+}
+
+/* Every writing function: the table is read-only during recovery. */
+void
+aw_begin_write(const char *fname)
+{
+	aw_require_loaded();
+	PreventCommandDuringRecovery(fname);
+}
+
+/* now + us, or 22008 when that is no timestamp. */
+TimestampTz
+aw_clock_plus(TimestampTz now, int64 us)
+{
+	TimestampTz result;
+
+	if (pg_add_s64_overflow(now, us, &result) || !IS_VALID_TIMESTAMP(result))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range")));
+	return result;
+}
+
+/* The optional lease_token argument, for SPI (nulls ' ' or 'n'). */
+void
+aw_arg_token(FunctionCallInfo fcinfo, int argno, Datum *value, char *null)
+{
+	*null = PG_ARGISNULL(argno) ? 'n' : ' ';
+	*value = PG_ARGISNULL(argno) ? (Datum) 0 : PG_GETARG_DATUM(argno);
 }
 
 /*

@@ -100,6 +100,14 @@ typedef struct AwTopic
 	dlist_node	quiet_node;
 	uint64		pulses;			/* per-topic counters */
 	uint64		reoffered;
+	/* known capacity (G8); a limited topic is never recycled */
+	int32		max_in_flight;	/* 0: unlimited */
+	int32		reserved;		/* slots claims in progress reserved */
+	int32		n_leases;		/* lease records: live leases */
+	int32		untracked;		/* live leases the pool had no room for */
+	TimestampTz untracked_until;	/* ... released together at this time */
+	int32		limit_pins;		/* set_limit() calls not yet ended */
+	dlist_head	leases;			/* its lease records */
 } AwTopic;
 
 typedef struct AwEntry
@@ -123,6 +131,31 @@ typedef struct AwEntry
 	dlist_node	age_node;		/* AwShared.unfenced_age (UNFENCED confirmed) */
 } AwEntry;
 
+/*
+ * A live lease of a limited topic, from the claim that took it until it is
+ * settled, rolled back or expires.  Keyed by row: a row has at most one
+ * live lease (a new claim of it means the last lease expired).
+ */
+typedef struct AwLeaseKey
+{
+	Oid			dbid;
+	char		key[AW_KEY_MAXLEN + 1];
+} AwLeaseKey;
+
+typedef struct AwLease
+{
+	AwLeaseKey	key;			/* hash key: must be first */
+	AwTopic    *topic;
+	int64		token;			/* the claim's lease_token */
+	TimestampTz ends;
+	int32		open_pid;		/* the claiming backend, until its commit */
+	AwHeapNode	end_node;		/* in AwShared.lease_ends */
+	dlist_node	topic_node;		/* in its topic's leases */
+} AwLease;
+
+/* databases whose limits and leases the set holds (aw_set_limits_loaded) */
+#define AW_MAX_LIMIT_DBS 64
+
 typedef struct AwShared
 {
 	LWLock	   *lock;			/* guards everything here */
@@ -135,11 +168,19 @@ typedef struct AwShared
 								 * topic table recycles */
 	dlist_head	unfenced_age;	/* UNFENCED confirmed, oldest confirm first */
 	AwHeap		fences;			/* CONFIRMED FENCED entries by fence */
+	AwHeap		lease_ends;		/* lease records by end */
+	int64		limits_sum;		/* the max_in_flight of every topic */
+	int64		limits_promised;	/* raises of set_limit() calls under way */
+	int64		records_promised;	/* lease records they will need */
+	int			n_loaded;
+	Oid			loaded_dbs[AW_MAX_LIMIT_DBS];
+	Oid			loaded_from[AW_MAX_LIMIT_DBS];	/* aion_wake.limits' OID */
 } AwShared;
 
 static AwShared *aw_shared = NULL;
 static HTAB *aw_entries = NULL;
 static HTAB *aw_topics = NULL;
+static HTAB *aw_leases = NULL;
 
 /* "Oldest first" order: earliest parked_at, ties by sequence number. */
 static inline bool
@@ -153,6 +194,10 @@ static void aw_entry_unlink(AwEntry *e);
 static void aw_entry_link(AwEntry *e, AwState state);
 static void aw_entry_set_state(AwEntry *e, AwState state);
 static void aw_topic_add_slots(AwTopic *t, uint64 slots);
+static int32 aw_topic_apply_limit(AwTopic *t, int32 max_in_flight,
+								  const AwLiveLease *leases, int32 n_leases);
+static void aw_forget_limits(void);
+static void aw_topic_update_quiet(AwTopic *t);
 
 /*
  * Bytes of shared memory needed for the set, requested by aion_wake.c in
@@ -167,6 +212,8 @@ aw_set_shmem_size(void)
 	size = add_size(size, MAXALIGN(mul_size(aw_max_parked_rows, sizeof(AwHeapNode *))));
 	size = add_size(size, hash_estimate_size(aw_max_parked_rows, sizeof(AwEntry)));
 	size = add_size(size, hash_estimate_size(aw_max_topics, sizeof(AwTopic)));
+	size = add_size(size, MAXALIGN(mul_size(aw_max_leases, sizeof(AwHeapNode *))));
+	size = add_size(size, hash_estimate_size(aw_max_leases, sizeof(AwLease)));
 	return size;
 }
 
@@ -183,7 +230,8 @@ aw_set_shmem_init(void)
 
 	aw_shared = ShmemInitStruct("aion_wake state",
 								MAXALIGN(sizeof(AwShared)) +
-								MAXALIGN(mul_size(aw_max_parked_rows, sizeof(AwHeapNode *))),
+								MAXALIGN(mul_size(aw_max_parked_rows, sizeof(AwHeapNode *))) +
+								MAXALIGN(mul_size(aw_max_leases, sizeof(AwHeapNode *))),
 								&found);
 	if (!found)
 	{
@@ -197,6 +245,10 @@ aw_set_shmem_init(void)
 		aw_heap_init(&aw_shared->fences,
 					 (AwHeapNode **) ((char *) aw_shared + MAXALIGN(sizeof(AwShared))),
 					 aw_max_parked_rows);
+		aw_heap_init(&aw_shared->lease_ends,
+					 (AwHeapNode **) ((char *) aw_shared + MAXALIGN(sizeof(AwShared)) +
+									  MAXALIGN(mul_size(aw_max_parked_rows, sizeof(AwHeapNode *)))),
+					 aw_max_leases);
 	}
 
 	memset(&info, 0, sizeof(info));
@@ -211,6 +263,13 @@ aw_set_shmem_init(void)
 	info.entrysize = sizeof(AwTopic);
 	aw_topics = ShmemInitHash("aion_wake topics",
 							  aw_max_topics, aw_max_topics, &info,
+							  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(AwLeaseKey);
+	info.entrysize = sizeof(AwLease);
+	aw_leases = ShmemInitHash("aion_wake leases",
+							  aw_max_leases, aw_max_leases, &info,
 							  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 }
 
@@ -243,7 +302,10 @@ aw_fence_top(void)
 static void
 aw_topic_update_quiet(AwTopic *t)
 {
-	bool		quiet = (t->n_entries == 0 && t->slots == 0 && !t->in_work);
+	bool		quiet = (t->n_entries == 0 && t->slots == 0 && !t->in_work &&
+						 t->max_in_flight == 0 && t->reserved == 0 &&
+						 t->n_leases == 0 && t->untracked == 0 &&
+						 t->limit_pins == 0);
 
 	if (quiet == t->quiet)
 		return;
@@ -318,6 +380,13 @@ aw_topic_find(Oid dbid, const char *name, bool create)
 		t->quiet = false;
 		t->pulses = 0;
 		t->reoffered = 0;
+		t->max_in_flight = 0;
+		t->reserved = 0;
+		t->n_leases = 0;
+		t->untracked = 0;
+		t->untracked_until = 0;
+		t->limit_pins = 0;
+		dlist_init(&t->leases);
 		aw_topic_update_quiet(t);
 	}
 	return t;
@@ -1530,6 +1599,8 @@ aw_set_copy_topics(int *n)
 					(int64) Min(t->credit, (uint64) PG_INT64_MAX) : 0;
 				r->pulses = (int64) Min(t->pulses, (uint64) PG_INT64_MAX);
 				r->reoffered = (int64) Min(t->reoffered, (uint64) PG_INT64_MAX);
+				r->max_in_flight = t->max_in_flight;
+				r->in_flight = t->n_leases + t->untracked;
 				count++;
 			}
 		}
@@ -1672,5 +1743,535 @@ aw_set_take_unfenced(const char *topic, int64 *want, AwUnfencedTake *out,
 	}
 	LWLockRelease(aw_shared->lock);
 	pfree(topics);
+	return n;
+}
+
+/* ---------------------------------------------------------------------
+ * Known capacity: limits, reservations and leases (G8).
+ *
+ * A limited topic has max_in_flight slots.  Each live lease holds one (a
+ * lease record), and so does each reservation a claim in progress made
+ * before it locked rows; a slot is free while leases, reservations and
+ * untracked leases together are below the limit.  Lease records come from
+ * a pool of aion_wake.max_leases, cluster-wide, and are ordered by end in
+ * a heap so that expiry costs O(log n).
+ * ---------------------------------------------------------------------
+ */
+
+/* Slots of a limited topic in use. */
+static inline int64
+aw_topic_used(AwTopic *t)
+{
+	return (int64) t->n_leases + t->reserved + t->untracked;
+}
+
+static void
+aw_lease_key_init(AwLeaseKey *k, Oid dbid, const char *key)
+{
+	memset(k, 0, sizeof(*k));
+	k->dbid = dbid;
+	strlcpy(k->key, key, sizeof(k->key));
+}
+
+/* Drop a lease record; its slot is free.  Caller holds the set lock. */
+static void
+aw_lease_remove(AwLease *l)
+{
+	AwTopic    *t = l->topic;
+
+	if (l->end_node.index >= 0)
+		aw_heap_remove(&aw_shared->lease_ends, &l->end_node);
+	dlist_delete(&l->topic_node);
+	t->n_leases--;
+	hash_search(aw_leases, &l->key, HASH_REMOVE, NULL);
+	aw_topic_update_quiet(t);
+}
+
+/*
+ * Record a live lease of a limited topic.  A record the row still has
+ * belongs to a lease that has ended (the row could be claimed again): it
+ * is dropped first, and counted as expired.  A full pool counts the lease
+ * as untracked, released all together at the latest of their ends -- late,
+ * never early.  Caller holds the set lock exclusively.
+ */
+static void
+aw_lease_add(AwTopic *t, const char *key, int64 token, TimestampTz ends,
+			 int32 open_pid)
+{
+	AwLeaseKey	k;
+	AwLease    *l;
+	bool		found;
+
+	aw_lease_key_init(&k, MyDatabaseId, key);
+	l = hash_search(aw_leases, &k, HASH_ENTER_NULL, &found);
+	if (l != NULL && found)
+	{
+		if (l->token == token)
+			return;				/* already recorded (a reload) */
+		aw_shared->counters.leases_expired++;
+		l->topic->n_leases--;
+		dlist_delete(&l->topic_node);
+		if (l->end_node.index >= 0)
+			aw_heap_remove(&aw_shared->lease_ends, &l->end_node);
+		aw_topic_update_quiet(l->topic);
+	}
+	if (l == NULL)
+	{
+		t->untracked++;
+		t->untracked_until = Max(t->untracked_until, ends);
+		aw_topic_update_quiet(t);
+		return;
+	}
+	l->topic = t;
+	l->token = token;
+	l->ends = ends;
+	l->open_pid = open_pid;
+	l->end_node.at = ends;
+	l->end_node.seq = aw_shared->next_seq++;
+	l->end_node.index = -1;
+	(void) aw_heap_push(&aw_shared->lease_ends, &l->end_node);	/* sized for the pool */
+	dlist_push_tail(&t->leases, &l->topic_node);
+	t->n_leases++;
+	aw_topic_update_quiet(t);
+}
+
+/* The lease record of a row of this database, or NULL. */
+static AwLease *
+aw_lease_find(const char *key)
+{
+	AwLeaseKey	k;
+
+	aw_lease_key_init(&k, MyDatabaseId, key);
+	return hash_search(aw_leases, &k, HASH_FIND, NULL);
+}
+
+/*
+ * A claim of a topic is about to lock rows: reserve up to want slots of it.
+ * Returns the slots reserved (want when the topic is unlimited, and then
+ * *limited is false).  Untracked leases whose time has come are released
+ * here.
+ */
+int32
+aw_set_reserve(const char *topic, int32 want, bool *limited)
+{
+	AwTopic    *t;
+	int32		got = want;
+
+	*limited = false;
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	t = aw_topic_find(MyDatabaseId, topic, false);
+	if (t != NULL && t->max_in_flight > 0)
+	{
+		if (t->untracked > 0 && t->untracked_until <= GetCurrentTimestamp())
+			t->untracked = 0;
+		*limited = true;
+		got = (int32) Max(0, Min((int64) want, t->max_in_flight - aw_topic_used(t)));
+		t->reserved += got;
+	}
+	LWLockRelease(aw_shared->lock);
+	return got;
+}
+
+/* Give back n slots a claim reserved and did not use. */
+void
+aw_set_unreserve(const char *topic, int32 n)
+{
+	AwTopic    *t;
+
+	if (n <= 0)
+		return;
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	t = aw_topic_find(MyDatabaseId, topic, false);
+	if (t != NULL)
+	{
+		t->reserved = Max(0, t->reserved - n);
+		aw_topic_update_quiet(t);
+	}
+	LWLockRelease(aw_shared->lock);
+}
+
+/*
+ * A claim leased rows of limited topics: one reserved slot of each row's
+ * topic becomes a lease, open until the claim commits.
+ */
+void
+aw_set_leases_open(const AwLiveLease *leases, int n)
+{
+	int			i;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < n; i++)
+	{
+		AwTopic    *t = aw_topic_find(MyDatabaseId, leases[i].topic, false);
+
+		if (t == NULL)
+			continue;
+		t->reserved = Max(0, t->reserved - 1);
+		aw_lease_add(t, leases[i].key, leases[i].token, leases[i].ends, MyProcPid);
+	}
+	LWLockRelease(aw_shared->lock);
+}
+
+/* The claim that took these leases committed.  Never raises. */
+void
+aw_set_leases_commit(const AwLiveLease *leases, int n)
+{
+	int			i;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < n; i++)
+	{
+		AwLease    *l = aw_lease_find(leases[i].key);
+
+		if (l != NULL && l->token == leases[i].token)
+			l->open_pid = 0;
+	}
+	LWLockRelease(aw_shared->lock);
+}
+
+/*
+ * The claim that took these leases rolled back: release those still open
+ * and ours (one that expired meanwhile was released then).  The rows wake
+ * claimers as rows claimable again, so nothing is woken here.  Never
+ * raises.
+ */
+void
+aw_set_leases_rollback(const AwLiveLease *leases, int n)
+{
+	int			i;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < n; i++)
+	{
+		AwLease    *l = aw_lease_find(leases[i].key);
+
+		if (l != NULL && l->token == leases[i].token && l->open_pid == MyProcPid)
+			aw_lease_remove(l);
+	}
+	LWLockRelease(aw_shared->lock);
+}
+
+/*
+ * A settle of a row committed: release its lease, if the row still has
+ * the lease that carried token.  Returns true, with the topic's name in
+ * topic (AW_TOPIC_MAXLEN + 1 bytes), when a slot was released -- exactly
+ * once: a lease that expired, or was released before, has no record.
+ * Never raises.
+ */
+bool
+aw_set_lease_release(const char *key, int64 token, char *topic)
+{
+	AwLease    *l;
+	bool		released = false;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	l = aw_lease_find(key);
+	if (l != NULL && l->token == token)
+	{
+		strlcpy(topic, l->topic->key.name, AW_TOPIC_MAXLEN + 1);
+		aw_lease_remove(l);
+		released = true;
+	}
+	LWLockRelease(aw_shared->lock);
+	return released;
+}
+
+/*
+ * Release every lease whose end has passed, of any database: their slots
+ * are free and their rows claimable.  Writes the database and topic of
+ * each to out (at most max_out; call again while it returns max_out), for
+ * the caller to wake one blocked claimer each.  *next receives the next
+ * lease end, or 0.
+ */
+int
+aw_set_expire_leases(TimestampTz now, AwReleased *out, int max_out, TimestampTz *next)
+{
+	AwHeapNode *n;
+	int			count = 0;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	while (count < max_out &&
+		   (n = aw_heap_top(&aw_shared->lease_ends)) != NULL && n->at <= now)
+	{
+		AwLease    *l = (AwLease *) ((char *) n - offsetof(AwLease, end_node));
+
+		out[count].dbid = l->key.dbid;
+		strlcpy(out[count].topic, l->topic->key.name, sizeof(out[count].topic));
+		count++;
+		aw_shared->counters.leases_expired++;
+		aw_lease_remove(l);
+	}
+	n = aw_heap_top(&aw_shared->lease_ends);
+	*next = n ? n->at : 0;
+	LWLockRelease(aw_shared->lock);
+	return count;
+}
+
+/*
+ * Free slots of a topic: -1 when unlimited.
+ */
+int32
+aw_set_free_slots(const char *topic)
+{
+	AwTopic    *t;
+	int32		free_slots = -1;
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	t = aw_topic_find(MyDatabaseId, topic, false);
+	if (t != NULL && t->max_in_flight > 0)
+		free_slots = (int32) Max(0, t->max_in_flight - aw_topic_used(t));
+	LWLockRelease(aw_shared->lock);
+	return free_slots;
+}
+
+/*
+ * Are slots or due entries waiting to be spent on any of the topics whose
+ * bit is set in mask?
+ */
+bool
+aw_set_topics_have_work(char **topics, int ntopics, uint64 mask)
+{
+	bool		work = false;
+	int			i;
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	for (i = 0; i < ntopics && !work; i++)
+	{
+		AwTopic    *t;
+
+		if ((mask & (UINT64CONST(1) << i)) == 0)
+			continue;
+		t = aw_topic_find(MyDatabaseId, topics[i], false);
+		work = (t != NULL && (t->slots > 0 || !dlist_is_empty(&t->due)));
+	}
+	LWLockRelease(aw_shared->lock);
+	return work;
+}
+
+/* Is the topic limited?  The limit itself in *max_in_flight. */
+bool
+aw_set_topic_limited(const char *topic, int32 *max_in_flight)
+{
+	AwTopic    *t;
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	t = aw_topic_find(MyDatabaseId, topic, false);
+	*max_in_flight = (t != NULL) ? t->max_in_flight : 0;
+	LWLockRelease(aw_shared->lock);
+	return *max_in_flight > 0;
+}
+
+/*
+ * set_limit() of a topic, called with the topic locked exclusively: check
+ * that the pool can hold the limit (the sum of all limits, and records for
+ * n_leases leases the topic has now when it has no limit yet) and promise
+ * it, so that concurrent calls on other topics cannot oversell the pool;
+ * pin the topic in the table until the transaction ends.  Returns
+ * AW_LIMIT_OK, or why not.
+ */
+AwLimitResult
+aw_set_limit_promise(const char *topic, int32 max_in_flight, int32 n_leases,
+					 int32 *old_max)
+{
+	AwTopic    *t;
+	int64		raise;
+	int64		records = 0;
+	AwLimitResult r = AW_LIMIT_OK;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	t = aw_topic_find(MyDatabaseId, topic, max_in_flight > 0);
+	*old_max = t ? t->max_in_flight : 0;
+	raise = Max(0, (int64) max_in_flight - *old_max);
+	if (*old_max == 0 && max_in_flight > 0)
+		records = n_leases;
+	if (t == NULL && max_in_flight > 0)
+		r = AW_LIMIT_TOPICS_FULL;
+	else if (aw_shared->limits_sum + aw_shared->limits_promised + raise > aw_max_leases)
+		r = AW_LIMIT_POOL_FULL;
+	else if (records > 0 &&
+			 hash_get_num_entries(aw_leases) + aw_shared->records_promised + records >
+			 aw_max_leases)
+		r = AW_LIMIT_LEASES_FULL;
+	else if (t != NULL)
+	{
+		aw_shared->limits_promised += raise;
+		aw_shared->records_promised += records;
+		t->limit_pins++;
+		aw_topic_update_quiet(t);
+	}
+	LWLockRelease(aw_shared->lock);
+	return r;
+}
+
+/*
+ * The set_limit() transaction ended.  At commit the limit applies: a topic
+ * that had none takes in the leases set_limit() found (those still live);
+ * a limit removed drops the topic's lease records.  Returns how many
+ * blocked claimers to wake: those the new slots can take (-1: all of them,
+ * the limit is gone).  At abort only the promise is taken back.  Never
+ * raises.
+ */
+int32
+aw_set_limit_end(const char *topic, int32 max_in_flight, int32 old_max,
+				 const AwLiveLease *leases, int32 n_leases, bool commit)
+{
+	AwTopic    *t;
+	int64		raise = Max(0, (int64) max_in_flight - old_max);
+	int64		records = (old_max == 0 && max_in_flight > 0) ? n_leases : 0;
+	int32		wake = 0;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	t = aw_topic_find(MyDatabaseId, topic, false);
+	if (t != NULL && t->limit_pins > 0)
+	{
+		aw_shared->limits_promised -= raise;
+		aw_shared->records_promised -= records;
+		t->limit_pins--;
+		if (commit)
+			wake = aw_topic_apply_limit(t, max_in_flight, leases, n_leases);
+		aw_topic_update_quiet(t);
+	}
+	LWLockRelease(aw_shared->lock);
+	return wake;
+}
+
+/*
+ * Make max_in_flight a topic's limit (0: none), and when it had none, take
+ * in its live leases (a lease whose end has passed is skipped; one the set
+ * records already is kept).  Returns the claimers to wake, as above.
+ * Caller holds the set lock exclusively.
+ */
+static int32
+aw_topic_apply_limit(AwTopic *t, int32 max_in_flight, const AwLiveLease *leases,
+					 int32 n_leases)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int32		old_free;
+	int32		i;
+
+	old_free = t->max_in_flight > 0 ?
+		(int32) Max(0, t->max_in_flight - aw_topic_used(t)) : 0;
+	aw_shared->limits_sum += (int64) max_in_flight - t->max_in_flight;
+	if (max_in_flight == 0)
+	{
+		while (!dlist_is_empty(&t->leases))
+			aw_lease_remove(dlist_head_element(AwLease, topic_node, &t->leases));
+		t->untracked = 0;
+		t->max_in_flight = 0;
+		return -1;
+	}
+	if (t->max_in_flight == 0)
+	{
+		for (i = 0; i < n_leases; i++)
+		{
+			if (leases[i].ends > now)
+				aw_lease_add(t, leases[i].key, leases[i].token, leases[i].ends, 0);
+		}
+	}
+	t->max_in_flight = max_in_flight;
+	return (int32) Max(0, Max(0, t->max_in_flight - aw_topic_used(t)) - old_free);
+}
+
+/*
+ * Loading a database's limits from aion_wake.limits (after a postmaster
+ * start or a crash, by the worker or the first claim): apply one topic's
+ * limit with its live leases, as at the commit of set_limit().  Returns
+ * false when the topic table or the pool cannot hold it (the caller warns).
+ */
+bool
+aw_set_limit_load(const char *topic, int32 max_in_flight, const AwLiveLease *leases,
+				  int32 n_leases)
+{
+	AwTopic    *t;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	t = aw_topic_find(MyDatabaseId, topic, true);
+	if (t != NULL)
+	{
+		(void) aw_topic_apply_limit(t, max_in_flight, leases, n_leases);
+		aw_topic_update_quiet(t);
+	}
+	LWLockRelease(aw_shared->lock);
+	return t != NULL;
+}
+
+/*
+ * Have this database's limits been loaded, from the aion_wake.limits whose
+ * OID is table, since shared memory was made?  Limits loaded from another
+ * table (the extension was dropped and made again) are forgotten, and the
+ * answer is no.
+ */
+bool
+aw_set_limits_loaded(Oid table)
+{
+	int			i;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < aw_shared->n_loaded; i++)
+	{
+		if (aw_shared->loaded_dbs[i] != MyDatabaseId)
+			continue;
+		if (aw_shared->loaded_from[i] == table)
+		{
+			LWLockRelease(aw_shared->lock);
+			return true;
+		}
+		aw_forget_limits();
+		aw_shared->loaded_dbs[i] = aw_shared->loaded_dbs[--aw_shared->n_loaded];
+		aw_shared->loaded_from[i] = aw_shared->loaded_from[aw_shared->n_loaded];
+		break;
+	}
+	LWLockRelease(aw_shared->lock);
+	return false;
+}
+
+/*
+ * Drop every limit and lease of this database.  Caller holds the set lock
+ * exclusively.
+ */
+static void
+aw_forget_limits(void)
+{
+	HASH_SEQ_STATUS status;
+	AwTopic    *t;
+
+	hash_seq_init(&status, aw_topics);
+	while ((t = (AwTopic *) hash_seq_search(&status)) != NULL)
+	{
+		if (t->key.dbid == MyDatabaseId && t->max_in_flight > 0)
+		{
+			(void) aw_topic_apply_limit(t, 0, NULL, 0);
+			aw_topic_update_quiet(t);
+		}
+	}
+}
+
+/*
+ * Mark this database's limits loaded from table.  Past AW_MAX_LIMIT_DBS
+ * databases nothing is marked, and limits are loaded again by each claim
+ * that asks (correct, only slower).
+ */
+void
+aw_set_mark_limits_loaded(Oid table)
+{
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	if (aw_shared->n_loaded < AW_MAX_LIMIT_DBS)
+	{
+		aw_shared->loaded_dbs[aw_shared->n_loaded] = MyDatabaseId;
+		aw_shared->loaded_from[aw_shared->n_loaded] = table;
+		aw_shared->n_loaded++;
+	}
+	LWLockRelease(aw_shared->lock);
+}
+
+/* Lease records in use, cluster-wide (aion_wake.status). */
+int64
+aw_set_lease_count(void)
+{
+	int64		n;
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	n = hash_get_num_entries(aw_leases);
+	LWLockRelease(aw_shared->lock);
 	return n;
 }

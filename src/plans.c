@@ -31,9 +31,13 @@
  */
 #include "postgres.h"
 
+#include "access/attnum.h"
+#include "catalog/namespace.h"
 #include "executor/spi.h"
 #include "optimizer/cost.h"
 #include "optimizer/planner.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
 
 #include "aw_plans.h"
 
@@ -41,6 +45,10 @@
 #define AW_PLAN_TAG "/* aion_wake */ "
 
 static planner_hook_type prev_planner_hook = NULL;
+
+/* the installed schema's version, 0 until looked up (aw_schema_version) */
+static int	aw_schema = 0;
+static bool aw_schema_callback_registered = false;
 
 static PlannedStmt *
 aw_planner(Query *parse, const char *query_string, int cursorOptions,
@@ -118,4 +126,37 @@ aw_plan_run(SPIPlanPtr plan, Datum *args, const char *nulls, int expected)
 		elog(ERROR, "aion_wake statement failed: %s (expected %s)",
 			 SPI_result_code_string(rc), SPI_result_code_string(expected));
 	return SPI_processed;
+}
+
+static void
+aw_schema_forget(Datum arg, Oid relid)
+{
+	aw_schema = 0;
+}
+
+/*
+ * The version of the installed schema this library serves: 11 once
+ * aion_wake.outbox has leased_until (1.1), 10 before (1.0, which the
+ * library keeps serving until ALTER EXTENSION ... UPDATE).  Looked up in
+ * the catalogs once and kept until a relcache invalidation, which ALTER
+ * EXTENSION UPDATE (ALTER TABLE ... ADD COLUMN) and DROP/CREATE EXTENSION
+ * send.  Caller is in a transaction.
+ */
+int
+aw_schema_version(void)
+{
+	if (!aw_schema_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(aw_schema_forget, (Datum) 0);
+		aw_schema_callback_registered = true;
+	}
+	if (aw_schema == 0)
+	{
+		Oid			nsp = get_namespace_oid("aion_wake", true);
+		Oid			rel = OidIsValid(nsp) ? get_relname_relid("outbox", nsp) : InvalidOid;
+
+		aw_schema = (OidIsValid(rel) &&
+					 get_attnum(rel, "leased_until") != InvalidAttrNumber) ? 11 : 10;
+	}
+	return aw_schema;
 }

@@ -183,8 +183,8 @@ Datum
 aw_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[21];
-	bool		nulls[21];
+	Datum		values[25];
+	bool		nulls[25];
 	AwCounters	c;
 	AwWorkerSlot *slot;
 	int			pid = 0;
@@ -250,7 +250,17 @@ aw_status(PG_FUNCTION_ARGS)
 	nulls[i++] = (c.last_pulse_at == 0);
 	values[i] = TimestampTzGetDatum(started_at);
 	nulls[i++] = (pid == 0);
-	Assert(i == tupdesc->natts);
+	/* the 1.1 schema's columns: the 1.0 view stops before them */
+	if (tupdesc->natts > i)
+	{
+		values[i++] = Int64GetDatum((int64) c.pulses_ignored);
+		values[i++] = Int64GetDatum((int64) c.leases_expired);
+		values[i++] = Int32GetDatum(aw_max_leases);
+		values[i++] = Int64GetDatum(aw_set_lease_count());
+	}
+	if (i != tupdesc->natts)
+		elog(ERROR, "aion_wake.status_internal() has %d columns, not %d",
+			 tupdesc->natts, i);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
@@ -310,8 +320,8 @@ aw_topics_view(PG_FUNCTION_ARGS)
 	for (i = 0; i < n; i++)
 	{
 		AwTopicRow *r = &rows[i];
-		Datum		values[7];
-		bool		nulls[7] = {false, false, false, false, false, false, false};
+		Datum		values[9];
+		bool		nulls[9] = {false, false, false, false, false, false, false, false, false};
 
 		values[0] = CStringGetTextDatum(r->name);
 		values[1] = Int64GetDatum(r->parked);
@@ -320,6 +330,11 @@ aw_topics_view(PG_FUNCTION_ARGS)
 		values[4] = Int32GetDatum(aw_waiters_of_topic(MyDatabaseId, r->name));
 		values[5] = Int64GetDatum(r->pulses);
 		values[6] = Int64GetDatum(r->reoffered);
+		/* the 1.1 schema's columns: null for a topic with no limit */
+		values[7] = Int32GetDatum(r->max_in_flight);
+		nulls[7] = (r->max_in_flight == 0);
+		values[8] = Int32GetDatum(r->in_flight);
+		nulls[8] = (r->max_in_flight == 0);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

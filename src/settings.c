@@ -26,6 +26,7 @@
 char	   *aw_database_list = NULL;
 int			aw_max_parked_rows = 65536;
 int			aw_max_topics = 1024;
+int			aw_max_leases = 16384;
 int			aw_unfenced_max_age_ms = 600000;
 int			aw_pulse_credit_ms = 250;
 int			aw_max_wait_ms = 60000;
@@ -64,6 +65,15 @@ aw_define_settings(void)
 							NULL,
 							&aw_max_topics,
 							1024, 4, 1024 * 1024,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("aion_wake.max_leases",
+							"Size of the shared-memory pool of lease records for limited topics.",
+							"The sum of every topic's max_in_flight may not exceed it.",
+							&aw_max_leases,
+							16384, 16, 16 * 1024 * 1024,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);

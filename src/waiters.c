@@ -4,14 +4,21 @@
  *	  The waiter registry: one slot per backend, and per topic a FIFO of
  *	  the claimers blocked on it.
  *
- *	  A blocked claim registers, resets its latch, probes the table, then
- *	  sleeps on its latch; so a wake that comes between the probe and the
- *	  sleep is never lost.  Wakers take waiters from the head of the
- *	  topic's FIFO, one per row that became claimable, and set exactly
- *	  their latches, only on the not-ready to ready edge (G7).  A slot is
- *	  indexed by process number and carries the pid it was registered
- *	  with, so a stale slot is never woken in place of a live backend.  A
- *	  claimer that leaves holding a wake it did not use passes it on.
+ *	  A blocked claim registers on each of its topics (up to 64), resets its
+ *	  latch, probes the table, then sleeps on its latch; so a wake that
+ *	  comes between the probe and the sleep is never lost.  Wakers take
+ *	  waiters from the head of the topic's FIFO, one per row that became
+ *	  claimable (G7, G9).  A woken waiter does not leave its other topics'
+ *	  queues: it has a ready inbox, one bit per topic it waits on, and a wake
+ *	  for any of its topics sets that topic's bit, setting the waiter's
+ *	  latch only on the empty to non-empty edge, so wakes for one waiter
+ *	  coalesce however many of its topics become ready before it runs.  Its
+ *	  next probe reads the ready topics first.  A slot is indexed by
+ *	  process number and carries the pid it was registered with, so a stale
+ *	  slot is never woken in place of a live backend.  A claimer that
+ *	  leaves holding a wake it did not use passes it on to another waiter of
+ *	  that topic.  Registering and leaving cost O(topics); a wake costs O(1)
+ *	  per waiter woken, whatever the number of backends.
  *
  *	  Rows also become claimable when a fence passes (a delayed enqueue, a
  *	  back-off, an expired lease).  Nobody commits at that moment, so the
@@ -41,6 +48,7 @@
 #include "lib/ilist.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "port/pg_bitutils.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
@@ -61,26 +69,36 @@ typedef struct AwWaitTopicKey
 typedef struct AwWaitTopic
 {
 	AwWaitTopicKey key;			/* hash key: must be first */
-	dlist_head	queue;			/* registered and not ready, oldest first */
-	int			n_waiters;		/* registered, ready or not */
+	dlist_head	queue;			/* memberships not woken, oldest first */
+	int			n_waiters;		/* memberships, woken or not */
 	int			n_ready;		/* woken and not yet back in the queue */
+	uint64		ready_gen;		/* the last readiness event of the topic */
 	TimestampTz next_fence;		/* 0: unknown; DT_NOEND: none */
 	TimestampTz hint_since;		/* lowest hint since the worker looked */
 } AwWaitTopic;
 
+/* a waiter's place in the queue of one of its topics */
+typedef struct AwWaitMember
+{
+	AwWaitTopic *topic;
+	int32		slotno;			/* the waiter's slot */
+	bool		queued;
+	dlist_node	node;
+} AwWaitMember;
+
 typedef struct AwWaiter
 {
 	int			pid;			/* 0: slot free */
-	bool		ready;
-	bool		queued;
-	AwWaitTopic *topic;
-	dlist_node	node;
+	int			ntopics;
+	uint64		inbox;			/* bit i: members[i]'s topic is ready */
+	AwWaitMember members[AW_WAIT_MAX_TOPICS];
 } AwWaiter;
 
 typedef struct AwWaitShared
 {
 	LWLock	   *lock;
 	pg_atomic_uint32 n_waiters;
+	uint64		next_ready_gen; /* numbers readiness events, all topics */
 	int			nslots;
 	AwWaiter	slots[FLEXIBLE_ARRAY_MEMBER];
 } AwWaitShared;
@@ -95,15 +113,21 @@ aw_waiters_nslots(void)
 	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
 }
 
+/* at most every slot waiting on AW_WAIT_MAX_TOPICS topics of its own */
+static long
+aw_waiters_ntopics(void)
+{
+	return (long) aw_waiters_nslots() * AW_WAIT_MAX_TOPICS;
+}
+
 Size
 aw_waiters_shmem_size(void)
 {
 	Size		size = add_size(offsetof(AwWaitShared, slots),
 								mul_size(aw_waiters_nslots(), sizeof(AwWaiter)));
 
-	/* at most one topic per waiting backend */
 	return add_size(MAXALIGN(size),
-					hash_estimate_size(aw_waiters_nslots(), sizeof(AwWaitTopic)));
+					hash_estimate_size(aw_waiters_ntopics(), sizeof(AwWaitTopic)));
 }
 
 /* Called from shmem_startup_hook with AddinShmemInitLock held. */
@@ -128,7 +152,8 @@ aw_waiters_shmem_init(void)
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(AwWaitTopicKey);
 	info.entrysize = sizeof(AwWaitTopic);
-	aw_wait_topics = ShmemInitHash("aion_wake waiting topics", n, n, &info,
+	aw_wait_topics = ShmemInitHash("aion_wake waiting topics",
+								   aw_waiters_ntopics(), aw_waiters_ntopics(), &info,
 								   HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 }
 
@@ -148,6 +173,7 @@ aw_wait_topic_find(Oid dbid, const char *name, HASHACTION action)
 		dlist_init(&t->queue);
 		t->n_waiters = 0;
 		t->n_ready = 0;
+		t->ready_gen = ++aw_wait->next_ready_gen;
 		t->next_fence = 0;
 		t->hint_since = DT_NOEND;
 	}
@@ -155,27 +181,32 @@ aw_wait_topic_find(Oid dbid, const char *name, HASHACTION action)
 }
 
 /*
- * Mark up to n queued waiters of a topic ready, oldest first, and collect
- * their process numbers.  Slots whose backend is gone are dropped without
- * counting.  Caller holds the waiter lock exclusively.
+ * Wake up to n waiters of a topic, oldest first: take their memberships
+ * off the topic's queue and set the topic's bit in their inboxes.  The
+ * process numbers of those whose inbox was empty (their latch must be set)
+ * go to procnos.  Slots whose backend is gone are dropped without
+ * counting.  Returns the waiters woken.  Caller holds the waiter lock
+ * exclusively.
  */
 static int
-aw_wait_topic_take(AwWaitTopic *t, int64 n, int *procnos, int max_out)
+aw_wait_topic_take(AwWaitTopic *t, int64 n, int *procnos, int max_out, int *nprocs)
 {
 	int			taken = 0;
 
-	while (taken < n && taken < max_out && !dlist_is_empty(&t->queue))
+	while (taken < n && *nprocs < max_out && !dlist_is_empty(&t->queue))
 	{
-		AwWaiter   *w = dlist_head_element(AwWaiter, node, &t->queue);
-		int			procno = w - aw_wait->slots;
+		AwWaitMember *m = dlist_head_element(AwWaitMember, node, &t->queue);
+		AwWaiter   *w = &aw_wait->slots[m->slotno];
 
 		dlist_pop_head_node(&t->queue);
-		w->queued = false;
-		if (GetPGProcByNumber(procno)->pid != w->pid)
+		m->queued = false;
+		if (GetPGProcByNumber(m->slotno)->pid != w->pid)
 			continue;			/* stale: its backend is gone */
-		w->ready = true;
 		t->n_ready++;
-		procnos[taken++] = procno;
+		if (w->inbox == 0)
+			procnos[(*nprocs)++] = m->slotno;
+		w->inbox |= UINT64CONST(1) << (m - w->members);
+		taken++;
 	}
 	return taken;
 }
@@ -190,26 +221,35 @@ aw_wake_procs(const int *procnos, int n)
 }
 
 /*
- * Register this backend as waiting on a topic.  The first waiter of a topic
- * whose next fence is unknown asks the worker to find it.
+ * Register this backend as waiting on topics (1 to AW_WAIT_MAX_TOPICS,
+ * distinct).  The first waiter of a topic whose next fence is unknown asks
+ * the worker to find it.
  */
 void
-aw_waiter_register(const char *topic)
+aw_waiter_register(char **topics, int ntopics)
 {
 	AwWaiter   *w = &aw_wait->slots[AW_MY_PROCNO];
-	AwWaitTopic *t;
 	bool		ask_worker = false;
+	int			i;
 
+	Assert(ntopics >= 1 && ntopics <= AW_WAIT_MAX_TOPICS);
 	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
-	t = aw_wait_topic_find(MyDatabaseId, topic, HASH_ENTER_NULL);
-	Assert(t != NULL);			/* sized for one topic per slot */
 	w->pid = MyProcPid;
-	w->ready = false;
-	w->queued = true;
-	w->topic = t;
-	dlist_push_tail(&t->queue, &w->node);
-	t->n_waiters++;
-	ask_worker = (t->next_fence == 0);
+	w->ntopics = ntopics;
+	w->inbox = 0;
+	for (i = 0; i < ntopics; i++)
+	{
+		AwWaitMember *m = &w->members[i];
+		AwWaitTopic *t = aw_wait_topic_find(MyDatabaseId, topics[i], HASH_ENTER_NULL);
+
+		Assert(t != NULL);		/* sized for every slot on its maximum */
+		m->topic = t;
+		m->slotno = AW_MY_PROCNO;
+		m->queued = true;
+		dlist_push_tail(&t->queue, &m->node);
+		t->n_waiters++;
+		ask_worker |= (t->next_fence == 0);
+	}
 	pg_atomic_fetch_add_u32(&aw_wait->n_waiters, 1);
 	LWLockRelease(aw_wait->lock);
 
@@ -218,70 +258,87 @@ aw_waiter_register(const char *topic)
 }
 
 /*
- * Before each probe: drop the ready flag and queue again, at the head, if a
- * wake took us off the queue.  A wake after this is kept on the flag and the
- * latch.
+ * Before each probe: empty the inbox and queue again, at the head, where a
+ * wake took this waiter off a topic's queue (a woken waiter that is still
+ * waiting keeps its place in line).  Returns the inbox as it was: bit i
+ * set when the i-th topic registered became ready, which the probe reads
+ * first.  A wake after this is kept in the inbox and on the latch.
  */
-void
+uint64
 aw_waiter_rearm(void)
 {
 	AwWaiter   *w = &aw_wait->slots[AW_MY_PROCNO];
+	uint64		ready;
+	int			i;
 
 	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
-	if (w->ready)
-		w->topic->n_ready--;
-	w->ready = false;
-	if (!w->queued)
+	ready = w->inbox;
+	for (i = 0; i < w->ntopics; i++)
 	{
-		/* a woken waiter that is still waiting keeps its place in line */
-		dlist_push_head(&w->topic->queue, &w->node);
-		w->queued = true;
+		AwWaitMember *m = &w->members[i];
+
+		if (ready & (UINT64CONST(1) << i))
+			m->topic->n_ready--;
+		if (!m->queued)
+		{
+			dlist_push_head(&m->topic->queue, &m->node);
+			m->queued = true;
+		}
 	}
+	w->inbox = 0;
 	LWLockRelease(aw_wait->lock);
+	return ready;
 }
 
 /*
  * Leave the registry: at the end of the wait, on error, on cancel and at
- * exit.  A wake that came after the last probe is passed to the next
- * waiter of the topic.  Returns true, with the topic's name in topic (of
- * AW_TOPIC_MAXLEN + 1 bytes), when this backend was waiting and passed no
- * wake on: then a pulse handed to it may still be unspent (it was
+ * exit.  The wakes of the topics in the inbox (they came after the last
+ * probe) and of the topics in unused (woken before it, but the probe took
+ * none of their rows) are each passed to the next waiter of the topic.
+ * Returns a mask of the topics for which no wake was passed on: a pulse
+ * handed to this waiter for one of them may still be unspent (it was
  * cancelled before its probe spent it, say), and the caller must see that
  * the worker spends it.  Never raises.
  */
-bool
-aw_waiter_leave(char *topic)
+uint64
+aw_waiter_leave(uint64 unused)
 {
 	AwWaiter   *w = &aw_wait->slots[AW_MY_PROCNO];
-	AwWaitTopic *t;
-	int			procno = -1;
-	int			n = 0;
+	int			procnos[AW_WAIT_MAX_TOPICS];
+	int			nprocs = 0;
+	uint64		kept = 0;
+	int			i;
 
 	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
 	if (w->pid != MyProcPid)
 	{
 		LWLockRelease(aw_wait->lock);
-		return false;
+		return 0;
 	}
-	t = w->topic;
-	strlcpy(topic, t->key.name, AW_TOPIC_MAXLEN + 1);
-	if (w->queued)
-		dlist_delete(&w->node);
-	if (w->ready)
+	for (i = 0; i < w->ntopics; i++)
 	{
-		t->n_ready--;
-		n = aw_wait_topic_take(t, 1, &procno, 1);
+		AwWaitMember *m = &w->members[i];
+		AwWaitTopic *t = m->topic;
+		uint64		bit = UINT64CONST(1) << i;
+
+		if (m->queued)
+			dlist_delete(&m->node);
+		m->queued = false;
+		if (w->inbox & bit)
+			t->n_ready--;
+		if (((w->inbox | unused) & bit) == 0 ||
+			aw_wait_topic_take(t, 1, procnos, lengthof(procnos), &nprocs) == 0)
+			kept |= bit;
+		if (--t->n_waiters == 0)
+			hash_search(aw_wait_topics, &t->key, HASH_REMOVE, NULL);
 	}
 	w->pid = 0;
-	w->queued = false;
-	w->ready = false;
-	w->topic = NULL;
-	if (--t->n_waiters == 0)
-		hash_search(aw_wait_topics, &t->key, HASH_REMOVE, NULL);
+	w->ntopics = 0;
+	w->inbox = 0;
 	pg_atomic_fetch_sub_u32(&aw_wait->n_waiters, 1);
 	LWLockRelease(aw_wait->lock);
-	aw_wake_procs(&procno, n);
-	return n == 0;
+	aw_wake_procs(procnos, nprocs);
+	return kept;
 }
 
 /* Is anybody waiting at all?  Read without the lock (see aw_waiters_wake). */
@@ -305,25 +362,56 @@ int64
 aw_waiters_wake(Oid dbid, const char *topic, int64 rows)
 {
 	int			procnos[64];
-	int			n;
+	int			nprocs;
 	int64		woken = 0;
 	AwWaitTopic *t;
 
 	if (rows <= 0 || !aw_anyone_waits())
 		return 0;
-	while (rows > 0)
+	for (;;)
 	{
+		int			n = 0;
+
+		nprocs = 0;
 		LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
 		t = aw_wait_topic_find(dbid, topic, HASH_FIND);
-		n = t ? aw_wait_topic_take(t, rows, procnos, lengthof(procnos)) : 0;
+		if (t != NULL)
+		{
+			t->ready_gen = ++aw_wait->next_ready_gen;
+			n = aw_wait_topic_take(t, rows, procnos, lengthof(procnos), &nprocs);
+		}
 		LWLockRelease(aw_wait->lock);
-		aw_wake_procs(procnos, n);
+		aw_wake_procs(procnos, nprocs);
 		woken += n;
-		if (n < (int) lengthof(procnos))
-			break;
 		rows -= n;
+		/* stop when the queue ran dry, or every wake asked for went out */
+		if (rows <= 0 || nprocs < (int) lengthof(procnos))
+			break;
 	}
 	return woken;
+}
+
+/*
+ * The number of the last readiness event of a topic (rows made claimable,
+ * slots released) while claimers wait on it, or 0 when none waits.  A
+ * claim that returns reserved slots unused compares it with the value it
+ * read before it looked: a change means a blocked claimer may have found
+ * no slot for a row the claim did not see, and must be woken (rule 3 of
+ * DESIGN.md's wake rules).  Numbers are never reused.
+ */
+uint64
+aw_waiters_ready_gen(Oid dbid, const char *topic)
+{
+	AwWaitTopic *t;
+	uint64		gen;
+
+	if (!aw_anyone_waits())
+		return 0;
+	LWLockAcquire(aw_wait->lock, LW_SHARED);
+	t = aw_wait_topic_find(dbid, topic, HASH_FIND);
+	gen = t ? t->ready_gen : 0;
+	LWLockRelease(aw_wait->lock);
+	return gen;
 }
 
 /*
@@ -363,7 +451,7 @@ aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence)
 	if (t != NULL && aw_worker_slot_for(dbid) == NULL)
 	{
 		/* no worker: wake one waiter to shorten its own sleep to the fence */
-		n = aw_wait_topic_take(t, 1, &procno, 1);
+		(void) aw_wait_topic_take(t, 1, &procno, 1, &n);
 	}
 	else if (t != NULL)
 	{

@@ -65,6 +65,7 @@
 #include "aion_wake.h"
 #include "aw_pulse_parse.h"
 #include "aw_reoffer.h"
+#include "aw_limits.h"
 #include "aw_plans.h"
 #include "aw_set.h"
 #include "aw_waiters.h"
@@ -497,6 +498,9 @@ aw_worker_rebuild(void)
 	installed = OidIsValid(get_extension_oid("aion_wake", true));
 	if (installed)
 	{
+		/* limits and live leases, when shared memory is new */
+		aw_limits_ensure_loaded();
+
 		args[0] = TimestampTzGetDatum(GetCurrentTimestamp());
 		plan = aw_plan_prepare(&rebuild_plan,
 							   "SELECT dispatch_key, topic, attempt, parked_at, visible_after "
@@ -588,6 +592,7 @@ aw_worker_check_fences(void)
 			TimestampTz now = GetCurrentTimestamp();
 			Datum		args[3];
 			int64		visible;
+			int32		free_slots;
 			TimestampTz next = DT_NOEND;
 			bool		isnull;
 			Datum		d;
@@ -605,6 +610,10 @@ aw_worker_check_fences(void)
 							   args, NULL, SPI_OK_SELECT);
 			visible = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 1, &isnull));
+			/* of a limited topic, only as many as it has free slots */
+			free_slots = aw_set_free_slots(checks[i].topic);
+			if (free_slots >= 0)
+				visible = Min(visible, free_slots);
 			(void) aw_plan_run(aw_plan_prepare(&next_plan,
 											   "SELECT pg_catalog.min(visible_after) FROM aion_wake.outbox "
 											   " WHERE topic OPERATOR(pg_catalog.=) $1 "
@@ -760,7 +769,9 @@ aw_worker_leave_if_asked(void)
 /*
  * When the worker must look again although nothing wakes it: the next
  * fence to expire or to wake waiters at, the next retry of a locked row,
- * the next attempt to connect.  Returns 0 for none.
+ * the next lease to end, the next attempt to connect.  Leases whose end
+ * has passed are released here, each waking one blocked claimer.  Returns
+ * 0 for none.
  */
 static TimestampTz
 aw_worker_next_deadline(TimestampTz now)
@@ -768,11 +779,14 @@ aw_worker_next_deadline(TimestampTz now)
 	TimestampTz next = aw_set_expire(now);
 	TimestampTz fence = aw_waiters_next_fence();
 	TimestampTz retry = aw_set_next_retry();
+	TimestampTz lease_end = aw_limits_expire(now);
 
 	if (fence != 0 && (next == 0 || fence < next))
 		next = fence;
 	if (retry != 0 && (next == 0 || retry < next))
 		next = retry;
+	if (lease_end != 0 && (next == 0 || lease_end < next))
+		next = lease_end;
 	if (aw_listen && !aw_stopping && aw_conn == NULL &&
 		(next == 0 || aw_next_connect < next))
 		next = aw_next_connect;

@@ -40,6 +40,7 @@
 #include "miscadmin.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "aw_waiters.h"
 #include "aw_xact.h"
@@ -49,7 +50,11 @@ typedef enum AwRecordKind
 {
 	AW_REC_PARK,
 	AW_REC_FORGET,
-	AW_REC_TAKE
+	AW_REC_TAKE,
+	AW_REC_RESERVE,
+	AW_REC_LEASES,
+	AW_REC_SETTLE,
+	AW_REC_LIMIT
 } AwRecordKind;
 
 typedef struct AwRecord
@@ -59,7 +64,17 @@ typedef struct AwRecord
 	AwParkRecord park;			/* PARK */
 	uint64		generation;		/* FORGET: the entry's */
 	AwTakeBatch *batch;			/* TAKE */
-	char		key[AW_KEY_MAXLEN + 1]; /* PARK, FORGET */
+	AwReserveRecord reserve;	/* RESERVE */
+	AwLiveLease *leases;		/* LEASES, LIMIT */
+	int32		n_leases;
+	int64		token;			/* SETTLE */
+	bool		pulse;			/* SETTLE */
+	bool		limited;		/* SETTLE: of a limited topic */
+	TimestampTz old_fence;		/* SETTLE */
+	int32		max_in_flight;	/* LIMIT */
+	AwLimitRecord limit;		/* LIMIT */
+	char		topic[AW_TOPIC_MAXLEN + 1]; /* SETTLE, LIMIT */
+	char		key[AW_KEY_MAXLEN + 1]; /* PARK, FORGET, SETTLE */
 } AwRecord;
 
 /* per-topic sums */
@@ -68,6 +83,7 @@ typedef enum AwSumKind
 	AW_SUM_PULSE,				/* slots */
 	AW_SUM_READY,				/* rows made claimable */
 	AW_SUM_CLAIMED,				/* rows claimed */
+	AW_SUM_RELEASED,			/* rows locked, not taken: claimable either way */
 	AW_SUM_FENCE				/* the earliest fence written */
 } AwSumKind;
 
@@ -160,6 +176,51 @@ aw_xact_take_batch(const char *topic, int max)
 	return b;
 }
 
+AwReserveRecord *
+aw_xact_prepare_reserve(const char *topic)
+{
+	AwRecord   *r = aw_new_record(AW_REC_RESERVE, NULL);
+
+	strlcpy(r->reserve.topic, topic, sizeof(r->reserve.topic));
+	return &r->reserve;
+}
+
+AwLiveLease *
+aw_xact_prepare_leases(int n)
+{
+	AwRecord   *r = aw_new_record(AW_REC_LEASES, NULL);
+
+	r->leases = MemoryContextAllocZero(TopTransactionContext, sizeof(AwLiveLease) * Max(n, 1));
+	r->n_leases = n;
+	return r->leases;
+}
+
+void
+aw_xact_record_settle(const char *key, int64 token, const char *topic,
+					  bool limited, bool pulse, TimestampTz old_fence)
+{
+	AwRecord   *r = aw_new_record(AW_REC_SETTLE, key);
+
+	r->token = token;
+	strlcpy(r->topic, topic, sizeof(r->topic));
+	r->pulse = pulse;
+	r->old_fence = old_fence;
+	r->limited = limited;
+}
+
+AwLimitRecord *
+aw_xact_record_limit(const char *topic, int32 max_in_flight, AwLiveLease *leases,
+					 int32 n_leases)
+{
+	AwRecord   *r = aw_new_record(AW_REC_LIMIT, NULL);
+
+	strlcpy(r->topic, topic, sizeof(r->topic));
+	r->max_in_flight = max_in_flight;
+	r->leases = leases;
+	r->n_leases = n_leases;
+	return &r->limit;
+}
+
 /*
  * Called with the row locked: the entry of the key now is the one to
  * forget at commit, and no other.  Nothing to do when there is none.
@@ -231,6 +292,25 @@ aw_xact_record_claimed(const char *topic, int64 rows)
 }
 
 void
+aw_xact_record_released(const char *topic, int64 rows)
+{
+	aw_add_count(AW_SUM_RELEASED, topic, rows);
+}
+
+/*
+ * A row of topic now has fence `fence`, written at `now`: at commit, a
+ * waiter wakes for it at once, or the worker learns of the fence.
+ */
+void
+aw_xact_record_visibility(const char *topic, TimestampTz fence, TimestampTz now)
+{
+	if (fence <= now)
+		aw_xact_record_ready(topic, 1);
+	else
+		aw_xact_record_fence(topic, fence);
+}
+
+void
 aw_xact_record_fence(const char *topic, TimestampTz fence)
 {
 	AwSum	   *s = aw_level_sum(aw_current_level(), AW_SUM_FENCE, topic);
@@ -292,6 +372,23 @@ aw_level_undo(AwLevel *l)
 			case AW_REC_TAKE:
 				aw_waiters_wake_for(aw_set_undo_take(r->batch), MyDatabaseId, NULL);
 				break;
+			case AW_REC_RESERVE:
+				aw_set_unreserve(r->reserve.topic, r->reserve.left);
+				break;
+			case AW_REC_LEASES:
+				/* the rows wake claimers as claimable rows (CLAIMED) */
+				aw_set_leases_rollback(r->leases, r->n_leases);
+				break;
+			case AW_REC_SETTLE:
+				/* the row is claimable again if its lease had ended (rule 1) */
+				if (r->old_fence <= GetCurrentTimestamp())
+					aw_waiters_wake(MyDatabaseId, r->topic, 1);
+				break;
+			case AW_REC_LIMIT:
+				if (r->limit.promised)
+					(void) aw_set_limit_end(r->topic, r->max_in_flight, r->limit.old_max,
+											r->leases, r->n_leases, false);
+				break;
 			case AW_REC_FORGET:
 				break;
 		}
@@ -304,8 +401,8 @@ aw_level_undo(AwLevel *l)
 		hash_seq_init(&status, l->sums);
 		while ((s = hash_seq_search(&status)) != NULL)
 		{
-			/* the rows claimed are claimable again: wake as many waiters */
-			if (s->key.kind == AW_SUM_CLAIMED)
+			/* the rows claimed or locked are claimable again: wake as many */
+			if (s->key.kind == AW_SUM_CLAIMED || s->key.kind == AW_SUM_RELEASED)
 				aw_waiters_wake(MyDatabaseId, s->key.topic, s->count);
 		}
 	}
@@ -342,7 +439,31 @@ aw_level_commit(AwLevel *l)
 				aw_waiters_wake_for(aw_set_forget(r->key, r->generation),
 									MyDatabaseId, NULL);
 				break;
+			case AW_REC_LEASES:
+				aw_set_leases_commit(r->leases, r->n_leases);
+				break;
+			case AW_REC_SETTLE:
+				if (r->limited && aw_set_lease_release(r->key, r->token, topic))
+				{
+					/* a released slot wakes one claimer; unless park, a pulse */
+					if (r->pulse && aw_set_add_slots(topic, 1, true))
+						aw_waiters_wake_for(AW_WAKE_SPENDER, MyDatabaseId, topic);
+					else
+						aw_waiters_wake(MyDatabaseId, topic, 1);
+				}
+				break;
+			case AW_REC_LIMIT:
+				if (r->limit.promised)
+				{
+					int32		wake = aw_set_limit_end(r->topic, r->max_in_flight,
+														r->limit.old_max, r->leases,
+														r->n_leases, true);
+
+					aw_waiters_wake(MyDatabaseId, r->topic, wake < 0 ? PG_INT32_MAX : wake);
+				}
+				break;
 			case AW_REC_TAKE:
+			case AW_REC_RESERVE:
 				break;
 		}
 	}
@@ -361,6 +482,7 @@ aw_level_commit(AwLevel *l)
 						aw_waiters_wake_for(AW_WAKE_SPENDER, MyDatabaseId, s->key.topic);
 					break;
 				case AW_SUM_READY:
+				case AW_SUM_RELEASED:
 					aw_waiters_wake(MyDatabaseId, s->key.topic, s->count);
 					break;
 				case AW_SUM_FENCE:
@@ -387,8 +509,21 @@ aw_holds_unpreparable_work(void)
 		{
 			AwRecord   *r = dlist_container(AwRecord, node, iter.cur);
 
-			if (r->kind == AW_REC_PARK || r->kind == AW_REC_TAKE)
-				return true;
+			switch (r->kind)
+			{
+				case AW_REC_PARK:
+				case AW_REC_TAKE:
+				case AW_REC_LEASES:
+				case AW_REC_LIMIT:
+					return true;
+				case AW_REC_SETTLE:
+					if (r->limited)
+						return true;
+					break;
+				case AW_REC_RESERVE:
+				case AW_REC_FORGET:
+					break;
+			}
 		}
 		if (l->sums != NULL)
 		{
@@ -423,8 +558,9 @@ aw_xact_callback(XactEvent event, void *arg)
 			if (aw_holds_unpreparable_work())
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot PREPARE a transaction that has called aion_wake.park(), aion_wake.pulse() or aion_wake.reoffer()"),
-						 errhint("Send capacity pulses and park rows in a transaction of their own.")));
+						 errmsg("cannot PREPARE a transaction that has called aion_wake.park(), aion_wake.pulse(), aion_wake.reoffer() or aion_wake.set_limit(), or claimed or settled a row of a limited topic"),
+						 errdetail("COMMIT PREPARED runs in another session, which cannot settle what aion_wake holds in shared memory for this transaction."),
+						 errhint("Do that work in a transaction of its own.")));
 			break;
 
 		case XACT_EVENT_PRE_COMMIT:

@@ -1,0 +1,719 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim.c
+ *	  claim(topic, ...) and claim(topics[], ...): lease visible rows, oldest
+ *	  fence first, each topic within its limit; with wait, block until a
+ *	  row of one of the topics is ready.
+ *
+ *	  A claim of a limited topic first reserves slots of it under the set's
+ *	  lock, then locks rows (FOR UPDATE SKIP LOCKED), so concurrent claims
+ *	  can never take more rows than the limit allows (G8); each row leased
+ *	  turns a reserved slot into a lease, and what the claim did not use is
+ *	  given back at once.  Every claim holds its topics' locks in share
+ *	  mode until its transaction ends, so that set_limit() counts its leases
+ *	  exactly (limits.c).
+ *
+ *	  A waiting claim registers on every topic it waits on (waiters.c),
+ *	  then repeats: reset its latch, probe, sleep.  Each probe runs in an
+ *	  internal subtransaction, rolled back when it finds nothing, so that a
+ *	  sleeping claimer holds no row lock (FOR UPDATE SKIP LOCKED in READ
+ *	  COMMITTED keeps the lock on a row it followed to a newer version that
+ *	  no longer qualifies).  A probe spends the pulses handed to it for its
+ *	  ready topics (re-offering parked rows in its own transaction) and
+ *	  claims from the ready topics first, then from all.
+ *
+ * Copyright (c) 2026, aion_wake authors
+ *
+ * IDENTIFICATION
+ *	  src/claim.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "aw_args.h"
+#include "aw_limits.h"
+#include "aw_plans.h"
+#include "aw_reoffer.h"
+#include "aw_set.h"
+#include "aw_waiters.h"
+#include "aw_worker_slots.h"
+#include "aw_xact.h"
+
+PG_FUNCTION_INFO_V1(aw_claim);
+PG_FUNCTION_INFO_V1(aw_claim_topics);
+
+/* columns of aion_wake.outbox: 9 in the 1.0 schema, 10 from 1.1 */
+#define AW_OUTBOX_MAX_NATTS 10
+
+/* one topic of a claim */
+typedef struct AwClaimTopic
+{
+	char		name[AW_TOPIC_MAXLEN + 1];
+	int32		allow;			/* rows this attempt may take of it */
+	int32		got;			/* rows it took */
+	int32		excess;			/* rows it locked and did not take */
+	int32		moved;			/* rows this probe re-offered itself */
+	int32		claimed_moved;	/* ... of which it claimed */
+	bool		limited;
+	uint64		ready_gen;		/* readiness before reserving (rule 3) */
+	AwReserveRecord *reserve;
+} AwClaimTopic;
+
+/* one call of claim() */
+typedef struct AwClaim
+{
+	ReturnSetInfo *rsinfo;
+	int			natts;			/* columns of aion_wake.outbox */
+	int32		max_rows;
+	int64		lease;
+	bool		served;
+	int			ntopics;
+	char	   *names[AW_WAIT_MAX_TOPICS];
+	AwClaimTopic topics[AW_WAIT_MAX_TOPICS];
+} AwClaim;
+
+static SPIPlanPtr aw_claim_plans[2];
+static SPIPlanPtr aw_next_fence_plan = NULL;
+
+/* the topics this backend waits on, for its exit callback */
+static char aw_waiting_on[AW_WAIT_MAX_TOPICS][AW_TOPIC_MAXLEN + 1];
+static char *aw_waiting_names[AW_WAIT_MAX_TOPICS];
+static int	aw_waiting_n = 0;
+static bool aw_claim_exit_registered = false;
+
+/*
+ * The claim: for each topic ($1, with $2 the rows it may give), its oldest
+ * visible rows, locked, skipping rows others hold (LATERAL, so the lock
+ * stops at the topic's allowance); of those, the $4 oldest are leased until
+ * $5.  Rows locked and not leased come back too, flagged, so that the
+ * claim can wake claimers for them when its transaction ends.  The "%s"
+ * take what the 1.1 schema adds (leased_until).
+ */
+static const char aw_claim_sql[] =
+"WITH q AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) "
+"                        AS q(topic, allow)), "
+"c AS (SELECT x.* FROM q, "
+"      LATERAL (SELECT o.dispatch_key, o.topic, o.visible_after AS old_fence, "
+"                      o.parked_at IS NOT NULL AS was_parked "
+"                 FROM aion_wake.outbox o "
+"                WHERE o.topic OPERATOR(pg_catalog.=) q.topic "
+"                  AND o.visible_after OPERATOR(pg_catalog.<=) $3 "
+"                ORDER BY o.visible_after LIMIT q.allow "
+"                  FOR UPDATE OF o SKIP LOCKED) x), "
+"p AS (SELECT c.dispatch_key FROM c ORDER BY c.old_fence, c.dispatch_key LIMIT $4), "
+"u AS (UPDATE aion_wake.outbox o "
+"         SET visible_after = $5, parked_at = NULL%s, "
+"             lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass) "
+"       WHERE o.dispatch_key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT p.dispatch_key FROM p)) "
+"   RETURNING o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
+"             o.enqueued_at, o.last_error, o.lease_token, o.parked_at%s) "
+"SELECT u.*, c.old_fence, c.was_parked, c.topic, u.dispatch_key IS NOT NULL "
+"  FROM c LEFT JOIN u ON u.dispatch_key OPERATOR(pg_catalog.=) c.dispatch_key "
+" ORDER BY u.dispatch_key IS NULL, c.old_fence, c.dispatch_key";
+
+static SPIPlanPtr
+aw_claim_plan(void)
+{
+	static const Oid types[5] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID,
+	INT4OID, TIMESTAMPTZOID};
+	int			v = aw_schema_version() >= 11 ? 1 : 0;
+
+	if (aw_claim_plans[v] == NULL)
+	{
+		char	   *sql = psprintf(aw_claim_sql,
+								   v ? ", leased_until = $5" : "",
+								   v ? ", o.leased_until" : "");
+
+		(void) aw_plan_prepare(&aw_claim_plans[v], sql, 5, types);
+		pfree(sql);
+	}
+	return aw_claim_plans[v];
+}
+
+/* The index of a topic of the claim, by name (at most 64 of them). */
+static int
+aw_claim_topic_index(AwClaim *c, const char *name)
+{
+	int			i;
+
+	for (i = 0; i < c->ntopics; i++)
+	{
+		if (strcmp(c->topics[i].name, name) == 0)
+			return i;
+	}
+	elog(ERROR, "aion_wake claim returned a row of topic \"%s\" it did not ask for", name);
+	return -1;					/* keep compiler quiet */
+}
+
+/*
+ * A set of dispatch keys, to look them up in O(1): the rows a waiting claim
+ * re-offered itself.
+ */
+static HTAB *
+aw_key_set(List *keys)
+{
+	HASHCTL		ctl;
+	HTAB	   *set;
+	ListCell   *lc;
+
+	ctl.keysize = AW_KEY_MAXLEN + 1;
+	ctl.entrysize = AW_KEY_MAXLEN + 1;
+	ctl.hcxt = CurrentMemoryContext;
+	set = hash_create("aion_wake re-offered keys", list_length(keys), &ctl,
+					  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	foreach(lc, keys)
+		(void) hash_search(set, lfirst(lc), HASH_ENTER, NULL);
+	return set;
+}
+
+/*
+ * Reserve slots of the claim's topics in mask (each up to max_rows; an
+ * unlimited topic gives max_rows), holding each topic's lock in share
+ * mode.  Returns the number of topics with rows to give.
+ */
+static int
+aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
+{
+	int			i;
+	int			open = 0;
+
+	for (i = 0; i < c->ntopics; i++)
+	{
+		AwClaimTopic *t = &c->topics[i];
+
+		t->allow = t->got = t->excess = 0;
+		t->reserve = NULL;
+		if ((mask & (UINT64CONST(1) << i)) == 0)
+			continue;
+		if (limits)
+		{
+			aw_lock_topic(t->name, AccessShareLock);
+			t->ready_gen = aw_waiters_ready_gen(MyDatabaseId, t->name);
+			/* recorded first: an error gives back what is reserved */
+			t->reserve = aw_xact_prepare_reserve(t->name);
+			t->allow = aw_set_reserve(t->name, c->max_rows, &t->limited);
+			if (t->limited)
+				t->reserve->left = t->allow;
+		}
+		else
+			t->allow = c->max_rows;
+		if (t->allow > 0)
+			open++;
+	}
+	return open;
+}
+
+/*
+ * After the statement: the rows of limited topics leased become leases;
+ * reserved slots not used go back, and if a row of the topic became
+ * claimable since this claim looked, a blocked claimer (which may have
+ * found no slot for it) is woken (rule 3).  Rows locked and not taken are
+ * claimable again when this transaction ends.
+ */
+static void
+aw_claim_settle_reservations(AwClaim *c, AwLiveLease *leases, int nleases)
+{
+	int			i;
+
+	if (nleases > 0)
+	{
+		AwLiveLease *kept = aw_xact_prepare_leases(nleases);
+
+		memcpy(kept, leases, sizeof(AwLiveLease) * nleases);
+		aw_set_leases_open(kept, nleases);
+	}
+	for (i = 0; i < c->ntopics; i++)
+	{
+		AwClaimTopic *t = &c->topics[i];
+
+		if (t->excess > 0)
+			aw_xact_record_released(t->name, t->excess);
+		if (t->reserve == NULL || !t->limited)
+			continue;
+		t->reserve->left -= t->got;
+		if (t->reserve->left > 0)
+		{
+			int32		unused = t->reserve->left;
+
+			aw_set_unreserve(t->name, unused);
+			t->reserve->left = 0;
+			if (aw_waiters_ready_gen(MyDatabaseId, t->name) != t->ready_gen)
+				aw_waiters_wake(MyDatabaseId, t->name, 1);
+		}
+	}
+}
+
+/*
+ * One claim attempt over the topics in mask: lease up to max_rows visible
+ * rows into the result tuplestore.  Rows in moved (re-offered by this
+ * claimer) that it claims are counted in their topic's claimed_moved.
+ * Returns the number claimed.  Caller is connected to SPI.
+ */
+static uint64
+aw_claim_once(AwClaim *c, uint64 mask, HTAB *moved)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz fence = aw_clock_plus(now, c->lease);
+	bool		limits = aw_schema_version() >= 11;
+	Datum	   *names;
+	Datum	   *allows;
+	Datum		args[5];
+	AwLiveLease *leases;
+	int			nleases = 0;
+	int			nq = 0;
+	uint64		n;
+	uint64		claimed = 0;
+	uint64		r;
+	int			i;
+
+	if (aw_claim_reserve(c, mask, limits) == 0)
+		return 0;
+
+	names = palloc(sizeof(Datum) * c->ntopics);
+	allows = palloc(sizeof(Datum) * c->ntopics);
+	for (i = 0; i < c->ntopics; i++)
+	{
+		if (c->topics[i].allow <= 0)
+			continue;
+		names[nq] = CStringGetTextDatum(c->topics[i].name);
+		allows[nq] = Int32GetDatum(c->topics[i].allow);
+		nq++;
+	}
+	args[0] = PointerGetDatum(construct_array(names, nq, TEXTOID, -1, false, TYPALIGN_INT));
+	args[1] = PointerGetDatum(construct_array(allows, nq, INT4OID, 4, true, TYPALIGN_INT));
+	args[2] = TimestampTzGetDatum(now);
+	args[3] = Int32GetDatum(c->max_rows);
+	args[4] = TimestampTzGetDatum(fence);
+
+	n = aw_plan_run(aw_claim_plan(), args, NULL, SPI_OK_SELECT);
+	leases = palloc(sizeof(AwLiveLease) * Max(n, 1));
+	for (r = 0; r < n; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		Datum		values[AW_OUTBOX_MAX_NATTS];
+		bool		nulls[AW_OUTBOX_MAX_NATTS];
+		char	   *topic = SPI_getvalue(tup, desc, c->natts + 3);
+		AwClaimTopic *t = &c->topics[aw_claim_topic_index(c, topic)];
+		bool		isnull;
+		int			a;
+
+		if (!DatumGetBool(SPI_getbinval(tup, desc, c->natts + 4, &isnull)))
+		{
+			t->excess++;
+			continue;
+		}
+		for (a = 0; a < c->natts; a++)
+			values[a] = SPI_getbinval(tup, desc, a + 1, &nulls[a]);
+		tuplestore_putvalues(c->rsinfo->setResult, c->rsinfo->setDesc, values, nulls);
+		t->got++;
+		claimed++;
+
+		/* a claimed row is no longer parked: forget its entry at commit */
+		if (DatumGetBool(SPI_getbinval(tup, desc, c->natts + 2, &isnull)))
+			aw_xact_record_forget(TextDatumGetCString(values[0]));
+
+		if (t->limited)
+		{
+			AwLiveLease *l = &leases[nleases++];
+
+			text_to_cstring_buffer(DatumGetTextPP(values[0]), l->key, sizeof(l->key));
+			strlcpy(l->topic, t->name, sizeof(l->topic));
+			l->token = DatumGetInt64(values[7]);
+			l->ends = fence;
+		}
+
+		/* a row this claimer re-offered itself needs no other waiter */
+		if (moved != NULL)
+		{
+			char		k[AW_KEY_MAXLEN + 1];
+
+			text_to_cstring_buffer(DatumGetTextPP(values[0]), k, sizeof(k));
+			if (hash_search(moved, k, HASH_FIND, NULL) != NULL)
+				t->claimed_moved++;
+		}
+	}
+	aw_claim_settle_reservations(c, leases, nleases);
+
+	/*
+	 * A lease is a fence: an abandoned claim reappears to waiters when it
+	 * passes; a claim that rolls back gives its rows back at once.
+	 */
+	for (i = 0; i < c->ntopics; i++)
+	{
+		if (c->topics[i].got == 0)
+			continue;
+		aw_xact_record_fence(c->topics[i].name, fence);
+		aw_xact_record_claimed(c->topics[i].name, c->topics[i].got);
+	}
+	pfree(leases);
+	return claimed;
+}
+
+/*
+ * In a database no worker serves, nobody wakes waiters when a fence passes
+ * or a lease ends: a waiter looks up the next fence of its topics itself
+ * and sleeps no longer than that, or the next lease end.  Returns
+ * milliseconds, or LONG_MAX when nothing is ahead.
+ */
+static long
+aw_ms_until_next_event(AwClaim *c, TimestampTz now)
+{
+	static const Oid types[2] = {TEXTARRAYOID, TIMESTAMPTZOID};
+	Datum	   *names = palloc(sizeof(Datum) * c->ntopics);
+	Datum		args[2];
+	TimestampTz next = aw_limits_expire(now);
+	bool		isnull;
+	Datum		d;
+	int			i;
+
+	for (i = 0; i < c->ntopics; i++)
+		names[i] = CStringGetTextDatum(c->topics[i].name);
+	args[0] = PointerGetDatum(construct_array(names, c->ntopics, TEXTOID, -1, false,
+											  TYPALIGN_INT));
+	args[1] = TimestampTzGetDatum(now);
+	(void) aw_plan_run(aw_plan_prepare(&aw_next_fence_plan,
+									   "SELECT pg_catalog.min(f.m) FROM pg_catalog.unnest($1) AS q(topic), "
+									   "  LATERAL (SELECT pg_catalog.min(visible_after) AS m "
+									   "             FROM aion_wake.outbox "
+									   "            WHERE topic OPERATOR(pg_catalog.=) q.topic "
+									   "              AND visible_after OPERATOR(pg_catalog.>) $2) f",
+									   2, types),
+					   args, NULL, SPI_OK_SELECT);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull && (next == 0 || DatumGetTimestampTz(d) < next))
+		next = DatumGetTimestampTz(d);
+	if (next == 0)
+		return LONG_MAX;
+	return (long) Max(0, (next - now + 999) / 1000);
+}
+
+/*
+ * One probe of a waiting claim, over the topics in ready (the topics whose
+ * wake reached this claimer since the last probe; all of them the first
+ * time): spend a pulse handed to it for one of them, then claim from them,
+ * and if that finds nothing, from all its topics.  Returns true if it
+ * claimed or moved rows; *unused then receives the ready topics of which
+ * it took no row, whose wakes the claimer must pass on as it leaves.
+ *
+ * The probe runs in a subtransaction of its own, rolled back when it finds
+ * nothing, so that a sleeping claimer holds no row lock (see the file
+ * header).
+ */
+static bool
+aw_claim_probe(AwClaim *c, uint64 ready, uint64 *unused)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	uint64		all = (c->ntopics == 64) ? ~UINT64CONST(0) :
+		(UINT64CONST(1) << c->ntopics) - 1;
+	bool		found = false;
+
+	*unused = 0;
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		List	   *moved = NIL;
+		HTAB	   *moved_set = NULL;
+		uint64		claimed;
+		int			i;
+
+		/*
+		 * A pulse of a topic is handed to one of its blocked claimers
+		 * rather than to the worker (aw_waiters_wake_for): spending it here
+		 * saves the worker's transaction and a wake-up on the way from a
+		 * freed slot to a claimed row.  Rows moved here are locked by this
+		 * transaction, so the claim below takes them; the ones it does not
+		 * take wake others at commit.  A limited topic with no free slot
+		 * is left to the worker: this claimer could take nothing it moved.
+		 */
+		for (i = 0; i < c->ntopics; i++)
+		{
+			AwClaimTopic *t = &c->topics[i];
+			List	   *m = NIL;
+
+			t->moved = t->claimed_moved = 0;
+			if (!c->served || (ready & (UINT64CONST(1) << i)) == 0 ||
+				!aw_set_topic_has_work(t->name) || aw_set_free_slots(t->name) == 0)
+				continue;
+			(void) aw_reoffer_topic(t->name, 0, aw_notify_ready, &m);
+			t->moved = list_length(m);
+			moved = list_concat(moved, m);
+		}
+		if (!c->served)
+			(void) aw_limits_expire(GetCurrentTimestamp());
+		if (moved != NIL)
+			moved_set = aw_key_set(moved);
+		claimed = aw_claim_once(c, ready, moved_set);
+		for (i = 0; i < c->ntopics; i++)
+		{
+			if ((ready & (UINT64CONST(1) << i)) && c->topics[i].got == 0)
+				*unused |= UINT64CONST(1) << i;
+			if (c->topics[i].moved > c->topics[i].claimed_moved)
+				aw_xact_record_ready(c->names[i],
+									 c->topics[i].moved - c->topics[i].claimed_moved);
+		}
+		if (claimed == 0 && ready != all)
+			claimed = aw_claim_once(c, all & ~ready, NULL);
+		found = claimed > 0 || moved != NIL;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+
+	if (found)
+		ReleaseCurrentSubTransaction();
+	else
+		RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(oldcontext);
+	CurrentResourceOwner = oldowner;
+	return found;
+}
+
+/*
+ * Leave the waiter registry, passing on the wakes of the topics in unused.
+ * A pulse is handed to a blocked claimer rather than to the worker, so if
+ * slots of a topic this claimer passed no wake on for are still unspent --
+ * it was cancelled before its probe spent them, say -- the worker is woken
+ * to spend them.  Never raises.
+ */
+static void
+aw_claim_leave(uint64 unused)
+{
+	uint64		kept = aw_waiter_leave(unused);
+
+	if (kept != 0 &&
+		aw_set_topics_have_work(aw_waiting_names, aw_waiting_n, kept))
+		aw_wake_worker(MyDatabaseId);
+	aw_waiting_n = 0;
+}
+
+/* A backend that exits while waiting leaves the registry the same way. */
+static void
+aw_claim_exit(int code, Datum arg)
+{
+	if (aw_waiting_n > 0)
+		aw_claim_leave(0);
+}
+
+/*
+ * The blocking part of claim(wait => ...): register as a waiter on every
+ * topic, then repeat reset latch, probe, sleep until a row is claimed or
+ * the wait ends.  The latch is set by a commit that makes a row of one of
+ * the topics claimable, or releases a slot of one, or by the worker when a
+ * fence passes or a lease ends; cancel and statement_timeout set it too
+ * and end the wait at CHECK_FOR_INTERRUPTS.
+ */
+static void
+aw_claim_wait(AwClaim *c, int64 wait)
+{
+	TimestampTz deadline;
+	uint64		all = (c->ntopics == 64) ? ~UINT64CONST(0) :
+		(UINT64CONST(1) << c->ntopics) - 1;
+	uint64		unused = 0;
+	bool		first = true;
+	int			i;
+
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("claim() cannot wait under REPEATABLE READ or SERIALIZABLE"),
+				 errdetail("A waiting claim must see rows committed while it waits."),
+				 errhint("Use READ COMMITTED, or call claim() with wait => '0'.")));
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("claim() cannot wait in a transaction that has already written"),
+				 errdetail("The transaction would hold its locks and its transaction ID for the whole wait."),
+				 errhint("Call claim() with wait in a transaction of its own.")));
+
+	deadline = aw_clock_plus(GetCurrentTimestamp(), Min(wait, (int64) aw_max_wait_ms * 1000));
+	if (!aw_claim_exit_registered)
+	{
+		/* runs after the transaction is aborted and before ProcKill */
+		on_shmem_exit(aw_claim_exit, (Datum) 0);
+		aw_claim_exit_registered = true;
+	}
+	for (i = 0; i < c->ntopics; i++)
+	{
+		strlcpy(aw_waiting_on[i], c->names[i], sizeof(aw_waiting_on[i]));
+		aw_waiting_names[i] = aw_waiting_on[i];
+	}
+	aw_waiting_n = c->ntopics;
+	aw_waiter_register(c->names, c->ntopics);
+	PG_TRY();
+	{
+		for (;;)
+		{
+			TimestampTz now;
+			long		timeout;
+			uint64		ready;
+
+			ResetLatch(MyLatch);
+			ready = aw_waiter_rearm();
+			if (first)
+				ready = all;
+			first = false;
+			if (ready != 0 && aw_claim_probe(c, ready, &unused))
+				break;
+			now = GetCurrentTimestamp();
+			if (now >= deadline)
+				break;
+			timeout = (long) ((deadline - now + 999) / 1000);
+			if (!c->served)
+				timeout = Min(timeout, aw_ms_until_next_event(c, now));
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 timeout, PG_WAIT_EXTENSION);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_CATCH();
+	{
+		aw_claim_leave(0);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	aw_claim_leave(unused);
+}
+
+/*
+ * The claim shared by both forms, once its topics are known.
+ */
+static void
+aw_claim_run(FunctionCallInfo fcinfo, AwClaim *c, int argno_max_rows)
+{
+	int64		wait;
+
+	c->rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	c->max_rows = aw_arg_int_range(fcinfo, argno_max_rows, "max_rows", 1, AW_MAX_ROWS_LIMIT);
+	c->lease = aw_arg_interval_us(fcinfo, argno_max_rows + 1, "lease");
+	wait = aw_arg_interval_us(fcinfo, argno_max_rows + 2, "wait");
+	c->served = aw_database_is_served();
+
+	InitMaterializedSRF(fcinfo, 0);
+	c->natts = c->rsinfo->setDesc->natts;
+	if (c->natts > AW_OUTBOX_MAX_NATTS)
+		elog(ERROR, "aion_wake.outbox has %d columns, more than %d", c->natts,
+			 AW_OUTBOX_MAX_NATTS);
+	aw_limits_ensure_loaded();
+	SPI_connect();
+	if (wait > 0 && aw_max_wait_ms > 0)
+		aw_claim_wait(c, wait);
+	else
+	{
+		uint64		all = (c->ntopics == 64) ? ~UINT64CONST(0) :
+			(UINT64CONST(1) << c->ntopics) - 1;
+
+		if (!c->served)
+			(void) aw_limits_expire(GetCurrentTimestamp());
+		(void) aw_claim_once(c, all, NULL);
+	}
+	SPI_finish();
+}
+
+/*
+ * claim(topic, max_rows, lease, wait): lease visible rows of a topic, oldest
+ * fence first, skipping rows other claimers hold.  With wait > 0 and
+ * nothing visible, block until a row is ready or wait passes.
+ */
+Datum
+aw_claim(PG_FUNCTION_ARGS)
+{
+	AwClaim    *c = palloc0(sizeof(AwClaim));
+
+	aw_begin_write("aion_wake.claim()");
+	strlcpy(c->topics[0].name, aw_arg_topic(fcinfo, 0), sizeof(c->topics[0].name));
+	c->names[0] = c->topics[0].name;
+	c->ntopics = 1;
+	aw_claim_run(fcinfo, c, 1);
+	return (Datum) 0;
+}
+
+/*
+ * claim(topics[], max_rows, lease, wait): the same over 1 to 64 distinct
+ * topics (duplicates ignored), oldest fence first across them, each within
+ * its limit; with wait, block until a row of any of them is ready.
+ */
+Datum
+aw_claim_topics(PG_FUNCTION_ARGS)
+{
+	AwClaim    *c = palloc0(sizeof(AwClaim));
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems;
+	int			i;
+
+	aw_begin_write("aion_wake.claim()");
+	aw_arg_not_null(fcinfo, 0, "topics");
+	arr = PG_GETARG_ARRAYTYPE_P(0);
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("topics must be a one-dimensional array")));
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &nelems);
+	if (nelems == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("topics must not be empty")));
+	for (i = 0; i < nelems; i++)
+	{
+		text	   *t;
+		char	   *name;
+		int			j;
+		bool		seen = false;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("topics must not contain null"),
+					 errdetail("Element %d is null.", i + 1)));
+		t = DatumGetTextPP(elems[i]);
+		if (!aw_topic_name_valid(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid topic name \"%s\"", text_to_cstring(t)),
+					 errdetail("Element %d of topics is not 1 to %d bytes of letters, digits, \"_\", \".\" and \"-\".",
+							   i + 1, AW_TOPIC_MAXLEN)));
+		name = text_to_cstring(t);
+		for (j = 0; j < c->ntopics && !seen; j++)
+			seen = (strcmp(c->topics[j].name, name) == 0);
+		if (seen)
+			continue;
+		if (c->ntopics >= AW_WAIT_MAX_TOPICS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("claim() takes at most %d distinct topics", AW_WAIT_MAX_TOPICS)));
+		strlcpy(c->topics[c->ntopics].name, name, sizeof(c->topics[c->ntopics].name));
+		c->names[c->ntopics] = c->topics[c->ntopics].name;
+		c->ntopics++;
+	}
+	aw_claim_run(fcinfo, c, 1);
+	return (Datum) 0;
+}
