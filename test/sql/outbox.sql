@@ -3,14 +3,6 @@
 -- aion_wake.reoffer() so that nothing depends on the worker's timing; each
 -- scenario uses a topic of its own.
 --
-CREATE OR REPLACE FUNCTION err(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE q;
-	RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-
 -- enqueue is idempotent
 SELECT aion_wake.enqueue('e1', '{"n": 1}', 'life');
 SELECT aion_wake.enqueue('e1', '{"n": 2}', 'life');

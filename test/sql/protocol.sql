@@ -2,14 +2,6 @@
 -- protocol: the non-transactional shared-memory protocol
 -- (park_pending, confirm, abandon, take_confirmed) and the views.
 --
-CREATE OR REPLACE FUNCTION err(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE q;
-	RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-
 -- the status view has one row and starts empty
 SELECT capacity, parked_pending, parked_confirmed, served FROM aion_wake.status;
 

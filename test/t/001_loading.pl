@@ -13,13 +13,11 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use AionWake::Test;
 
-my $node = PostgreSQL::Test::Cluster->new('loading');
-$node->init;
-$node->start;
+my $node = aw_node('loading', preload => 0);
 
 # Installing works without preloading: the install script calls none of the
 # library's functions.
@@ -98,9 +96,7 @@ is( $node->safe_psql(
 	'no aion_wake worker without preloading');
 
 # Now preload the library and serve this database.
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'aion_wake'\naion_wake.database = 'postgres'\n"
-);
+aw_preload($node);
 $node->restart;
 
 ok( $node->poll_query_until(
@@ -112,8 +108,7 @@ ok( $node->poll_query_until(
 my $activity_pid = $node->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'aion_wake worker'"
 );
-my $status_pid =
-  $node->safe_psql('postgres', 'SELECT worker_pid FROM aion_wake.status');
+my $status_pid = aw_worker_pid($node);
 like($activity_pid, qr/^\d+$/, 'the worker has a pid');
 is($status_pid, $activity_pid, 'status.worker_pid is the worker in pg_stat_activity');
 is( $node->safe_psql(

@@ -21,70 +21,16 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use AionWake::Test;
 
-my $node = PostgreSQL::Test::Cluster->new('worker');
-$node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'aion_wake'\naion_wake.database = 'postgres'\n"
-);
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
+my $node = aw_node('worker');
 
-ok( $node->poll_query_until(
-		'postgres', 'SELECT listening FROM aion_wake.status'),
-	'the worker listens for raw pulses');
+ok(aw_wait_status($node, 'listening'), 'the worker listens for raw pulses');
 
-my $worker_pid =
-  $node->safe_psql('postgres', 'SELECT worker_pid FROM aion_wake.status');
+my $worker_pid = aw_worker_pid($node);
 like($worker_pid, qr/^\d+$/, 'the worker runs');
-
-# Enqueue and park rows of a topic, each park in a transaction of its own
-# (psql runs each statement in its own transaction), so parked_at follows
-# the order given.
-sub park_rows
-{
-	my ($topic, @keys) = @_;
-	my $sql = '';
-	foreach my $k (@keys)
-	{
-		$sql .= "SELECT aion_wake.enqueue('$k', '{}', '$topic');\n";
-		$sql .= "SELECT aion_wake.park('$k', '1 hour');\n";
-	}
-	$node->safe_psql('postgres', $sql);
-}
-
-# Keys of a topic that have been re-offered (visible now, no longer parked),
-# and those still parked (fence ahead, parked_at set), comma-separated.
-sub reoffered
-{
-	my ($topic) = @_;
-	return $node->safe_psql(
-		'postgres', qq{
-SELECT coalesce(string_agg(dispatch_key, ',' ORDER BY dispatch_key), '')
-  FROM aion_wake.outbox
- WHERE topic = '$topic' AND parked_at IS NULL
-   AND visible_after <= clock_timestamp()});
-}
-
-sub still_parked
-{
-	my ($topic) = @_;
-	return $node->safe_psql(
-		'postgres', qq{
-SELECT coalesce(string_agg(dispatch_key, ',' ORDER BY dispatch_key), '')
-  FROM aion_wake.outbox
- WHERE topic = '$topic' AND parked_at IS NOT NULL
-   AND visible_after > clock_timestamp() + interval '50 minutes'});
-}
-
-sub status
-{
-	my ($col) = @_;
-	return $node->safe_psql('postgres', "SELECT $col FROM aion_wake.status");
-}
 
 # A barrier: park a row of topic "barrier", pulse it (by raw NOTIFY or by
 # pulse()) and wait until it is re-offered.  The worker handles pulses in
@@ -96,7 +42,7 @@ sub barrier
 {
 	my ($how) = @_;
 	my $key = 'barrier' . ++$barrier_no;
-	park_rows('barrier', $key);
+	aw_park_rows($node, 'barrier', $key);
 	if ($how eq 'notify')
 	{
 		$node->safe_psql('postgres',
@@ -106,16 +52,13 @@ sub barrier
 	{
 		$node->safe_psql('postgres', "SELECT aion_wake.pulse('barrier', 1)");
 	}
-	return $node->poll_query_until(
-		'postgres', qq{
-SELECT parked_at IS NULL AND visible_after <= clock_timestamp()
-  FROM aion_wake.outbox WHERE dispatch_key = '$key'});
+	return aw_wait_reoffered($node, $key);
 }
 
 # ---------------------------------------------------------------------
 # (a) a raw NOTIFY of 2 slots re-offers the 2 oldest of 5 parked rows
 # ---------------------------------------------------------------------
-park_rows('ta', qw(a1 a2 a3 a4 a5));
+aw_park_rows($node, 'ta', qw(a1 a2 a3 a4 a5));
 $node->safe_psql('postgres',
 	"UPDATE aion_wake.outbox SET attempt = 3 WHERE topic = 'ta'");
 is( $node->safe_psql(
@@ -133,8 +76,10 @@ SELECT count(*) >= 2 FROM aion_wake.outbox
 	'(a) the raw pulse re-offers rows');
 ok(barrier('notify'), '(a) barrier after the raw pulse');
 
-is(reoffered('ta'), 'a1,a2', '(a) exactly the two oldest parks are re-offered');
-is(still_parked('ta'), 'a3,a4,a5', '(a) the other three keep their fence and parked_at');
+is(aw_reoffered($node, 'ta'), 'a1,a2',
+	'(a) exactly the two oldest parks are re-offered');
+is(aw_still_parked($node, 'ta'), 'a3,a4,a5',
+	'(a) the other three keep their fence and parked_at');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT string_agg(DISTINCT attempt::text, ',') FROM aion_wake.outbox WHERE topic = 'ta'"
@@ -151,7 +96,7 @@ SELECT string_agg(dispatch_key, ',' ORDER BY parked_at)
 # ---------------------------------------------------------------------
 # (b) pulse() with one slot re-offers exactly one row
 # ---------------------------------------------------------------------
-park_rows('tb', qw(b1 b2 b3));
+aw_park_rows($node, 'tb', qw(b1 b2 b3));
 $node->safe_psql('postgres', "SELECT aion_wake.pulse('tb', 1)");
 ok( $node->poll_query_until(
 		'postgres', q{
@@ -159,8 +104,8 @@ SELECT count(*) >= 1 FROM aion_wake.outbox
  WHERE topic = 'tb' AND parked_at IS NULL}),
 	'(b) pulse() re-offers a row');
 ok(barrier('pulse'), '(b) barrier after pulse()');
-is(reoffered('tb'),    'b1',    '(b) exactly the oldest park is re-offered');
-is(still_parked('tb'), 'b2,b3', '(b) the other two stay parked');
+is(aw_reoffered($node, 'tb'), 'b1', '(b) exactly the oldest park is re-offered');
+is(aw_still_parked($node, 'tb'), 'b2,b3', '(b) the other two stay parked');
 
 # ---------------------------------------------------------------------
 # (c) a pulse during a pending park is deferred until the park commits
@@ -169,7 +114,7 @@ $node->safe_psql('postgres', "SELECT aion_wake.enqueue('c1', '{}', 'tc')");
 my $token = $node->safe_psql('postgres',
 	"SELECT lease_token FROM aion_wake.claim('tc', 1, '1 hour')");
 like($token, qr/^\d+$/, '(c) the row is claimed');
-my $deferred_before = status('wakes_deferred');
+my $deferred_before = aw_status($node, 'wakes_deferred');
 
 my $bg = $node->background_psql('postgres');
 $bg->query_safe('BEGIN');
@@ -207,20 +152,16 @@ is( $node->safe_psql(
 	'(c) the entry is still pending and woken before COMMIT');
 
 $bg->query_safe('COMMIT');
-ok( $node->poll_query_until(
-		'postgres', q{
-SELECT parked_at IS NULL AND visible_after <= clock_timestamp()
-  FROM aion_wake.outbox WHERE dispatch_key = 'c1'}),
-	'(c) the row is re-offered right after COMMIT');
-cmp_ok(status('wakes_deferred'), '>', $deferred_before,
+ok(aw_wait_reoffered($node, 'c1'), '(c) the row is re-offered right after COMMIT');
+cmp_ok(aw_status($node, 'wakes_deferred'), '>', $deferred_before,
 	'(c) the deferred wake is counted');
 $bg->quit;
 
 # ---------------------------------------------------------------------
 # (d) malformed payloads: counted, logged at a limited rate, harmless
 # ---------------------------------------------------------------------
-my $started_at = status('started_at');
-my $bad_before = status('bad_pulses');
+my $started_at = aw_status($node, 'started_at');
+my $bad_before = aw_status($node, 'bad_pulses');
 my $log_offset = -s $node->logfile;
 my @bad = (
 	q{NOTIFY aion_wake_capacity, ''},
@@ -235,16 +176,14 @@ ok( $node->poll_query_until(
 		'SELECT bad_pulses - ' . $bad_before . ' FROM aion_wake.status',
 		scalar(@bad)),
 	'(d) every malformed payload raises bad_pulses');
-is(status('worker_pid'), $worker_pid, '(d) the worker did not restart');
-is(status('started_at'), $started_at, '(d) the worker kept its start time');
-is(status('listening'),  't',         '(d) the worker still listens');
+is(aw_worker_pid($node), $worker_pid, '(d) the worker did not restart');
+is(aw_status($node, 'started_at'), $started_at,
+	'(d) the worker kept its start time');
+is(aw_status($node, 'listening'),  't',         '(d) the worker still listens');
 
-park_rows('td', 'd1');
+aw_park_rows($node, 'td', 'd1');
 $node->safe_psql('postgres', "NOTIFY aion_wake_capacity, 'td:1'");
-ok( $node->poll_query_until(
-		'postgres', q{
-SELECT parked_at IS NULL AND visible_after <= clock_timestamp()
-  FROM aion_wake.outbox WHERE dispatch_key = 'd1'}),
+ok(aw_wait_reoffered($node, 'd1'),
 	'(d) a good raw pulse afterwards still re-offers');
 
 $node->wait_for_log(qr/aion_wake ignored a malformed capacity pulse/,
@@ -258,49 +197,42 @@ cmp_ok($lines, '<', scalar(@bad),
 # ---------------------------------------------------------------------
 # (e) a rolled-back pulse() re-offers nothing
 # ---------------------------------------------------------------------
-park_rows('te', 'e1');
-my $pulses_before = status('pulses_received');
+aw_park_rows($node, 'te', 'e1');
+my $pulses_before = aw_status($node, 'pulses_received');
 $node->safe_psql('postgres',
 	"BEGIN; SELECT aion_wake.pulse('te', 1); ROLLBACK;");
 ok(barrier('pulse'), '(e) barrier after the rolled-back pulse');
-is(still_parked('te'), 'e1', '(e) the row stays parked');
-is(status('pulses_received'), $pulses_before + 1,
+is(aw_still_parked($node, 'te'), 'e1', '(e) the row stays parked');
+is(aw_status($node, 'pulses_received'), $pulses_before + 1,
 	'(e) only the barrier pulse was received');
 
 # ---------------------------------------------------------------------
 # (f) aion_wake.listen = off: raw NOTIFY is ignored, pulse() works
 # ---------------------------------------------------------------------
-park_rows('tf', 'f1');
+aw_park_rows($node, 'tf', 'f1');
 $node->append_conf('postgresql.conf', "aion_wake.listen = off\n");
 $node->reload;
-ok( $node->poll_query_until(
-		'postgres', 'SELECT NOT listening FROM aion_wake.status'),
-	'(f) status.listening becomes false');
+ok(aw_wait_status($node, 'NOT listening'), '(f) status.listening becomes false');
 ok( $node->poll_query_until(
 		'postgres',
 		"SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = 'aion_wake listener'"
 	),
 	'(f) the listening connection is closed');
-$pulses_before = status('pulses_received');
+$pulses_before = aw_status($node, 'pulses_received');
 $node->safe_psql('postgres', "NOTIFY aion_wake_capacity, 'tf:1'");
 ok(barrier('pulse'), '(f) barrier after the raw pulse');
-is(still_parked('tf'), 'f1', '(f) the raw pulse is ignored');
-is(status('pulses_received'), $pulses_before + 1,
+is(aw_still_parked($node, 'tf'), 'f1', '(f) the raw pulse is ignored');
+is(aw_status($node, 'pulses_received'), $pulses_before + 1,
 	'(f) only the barrier pulse was received');
 
 $node->safe_psql('postgres', "SELECT aion_wake.pulse('tf', 1)");
-ok( $node->poll_query_until(
-		'postgres', q{
-SELECT parked_at IS NULL AND visible_after <= clock_timestamp()
-  FROM aion_wake.outbox WHERE dispatch_key = 'f1'}),
-	'(f) pulse() still re-offers');
-is(status('worker_pid'), $worker_pid, '(f) the same worker throughout');
+ok(aw_wait_reoffered($node, 'f1'), '(f) pulse() still re-offers');
+is(aw_worker_pid($node), $worker_pid, '(f) the same worker throughout');
 
 # Back on: the worker listens again.
 $node->append_conf('postgresql.conf', "aion_wake.listen = on\n");
 $node->reload;
-ok( $node->poll_query_until(
-		'postgres', 'SELECT listening FROM aion_wake.status'),
+ok(aw_wait_status($node, 'listening'),
 	'(f) listening again once aion_wake.listen is back on');
 
 $node->stop;

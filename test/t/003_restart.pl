@@ -17,45 +17,13 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use AionWake::Test;
 
-my $node = PostgreSQL::Test::Cluster->new('restart');
-$node->init;
 # the test framework turns restart_after_crash off; (a) needs it
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'aion_wake'\naion_wake.database = 'postgres'\n"
-	  . "restart_after_crash = on\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
-ok( $node->poll_query_until(
-		'postgres', 'SELECT worker_pid IS NOT NULL FROM aion_wake.status'),
-	'the worker runs');
-
-# Enqueue and park rows of a topic, each in a transaction of its own.
-sub park_rows
-{
-	my ($topic, @keys) = @_;
-	my $sql = '';
-	foreach my $k (@keys)
-	{
-		$sql .= "SELECT aion_wake.enqueue('$k', '{}', '$topic');\n";
-		$sql .= "SELECT aion_wake.park('$k', '1 hour');\n";
-	}
-	$node->safe_psql('postgres', $sql);
-}
-
-# The confirmed entries of a topic, as the set lists them.
-sub confirmed
-{
-	my ($topic) = @_;
-	return $node->safe_psql(
-		'postgres', qq{
-SELECT coalesce(string_agg(dispatch_key, ',' ORDER BY dispatch_key), '')
-  FROM aion_wake.parked
- WHERE topic = '$topic' AND state = 'confirmed' AND owner_pid IS NULL});
-}
+my $node = aw_node('restart', conf => "restart_after_crash = on\n");
+like(aw_worker_pid($node), qr/^\d+$/, 'the worker runs');
 
 # A query that is true once at least $n rows of the topic are re-offered
 # (poll for it, then check the exact rows, so that too many fails fast).
@@ -68,36 +36,19 @@ SELECT count(*) >= $n FROM aion_wake.outbox
    AND visible_after <= clock_timestamp()};
 }
 
-sub worker_pid
-{
-	return $node->safe_psql('postgres',
-		'SELECT worker_pid FROM aion_wake.status');
-}
-
-# Wait for a worker other than $old_pid; return its pid.
-sub wait_new_worker
-{
-	my ($old_pid) = @_;
-	$node->poll_query_until(
-		'postgres', qq{
-SELECT worker_pid IS NOT NULL AND worker_pid <> $old_pid
-  FROM aion_wake.status})
-	  or return undef;
-	return worker_pid();
-}
-
 # ---------------------------------------------------------------------
 # (a) kill -9 of the worker: crash restart, the set rebuilt from the table
 # ---------------------------------------------------------------------
-park_rows('ra', qw(ra1 ra2 ra3));
+aw_park_rows($node, 'ra', qw(ra1 ra2 ra3));
 # a row of the same topic that is not parked must not enter the set
 $node->safe_psql('postgres',
 	"SELECT aion_wake.enqueue('ra_plain', '{}', 'ra', '1 hour')");
-is(confirmed('ra'), 'ra1,ra2,ra3', '(a) three confirmed parks before the crash');
+is(aw_confirmed($node, 'ra'), 'ra1,ra2,ra3',
+	'(a) three confirmed parks before the crash');
 my $rows_before =
   $node->safe_psql('postgres', 'SELECT count(*) FROM aion_wake.outbox');
 
-my $pid = worker_pid();
+my $pid = aw_worker_pid($node);
 like($pid, qr/^\d+$/, '(a) the worker has a pid');
 my $log_offset = -s $node->logfile;
 kill 'KILL', $pid or die "could not kill worker $pid: $!";
@@ -106,13 +57,10 @@ $node->wait_for_log(qr/all server processes terminated; reinitializing/,
 	$log_offset);
 pass('(a) the server goes through a crash restart');
 
-my $new_pid = wait_new_worker($pid);
+my $new_pid = aw_wait_new_worker($node, $pid);
 ok(defined $new_pid, '(a) a new worker runs after the crash restart');
-ok( $node->poll_query_until(
-		'postgres', q{
-SELECT count(*) = 3 FROM aion_wake.parked WHERE topic = 'ra' AND state = 'confirmed'}),
-	'(a) the set is rebuilt');
-is(confirmed('ra'), 'ra1,ra2,ra3',
+ok(aw_wait_confirmed($node, 'ra', 3), '(a) the set is rebuilt');
+is(aw_confirmed($node, 'ra'), 'ra1,ra2,ra3',
 	'(a) the rebuilt set holds exactly the parked rows');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM aion_wake.outbox'),
 	$rows_before, '(a) no row was lost from the outbox');
@@ -126,14 +74,12 @@ is( $node->safe_psql(
 	),
 	't',
 	'(a) the row that was never parked keeps its fence');
-ok( $node->poll_query_until(
-		'postgres', 'SELECT listening FROM aion_wake.status'),
-	'(a) the new worker listens again');
+ok(aw_wait_status($node, 'listening'), '(a) the new worker listens again');
 
 # ---------------------------------------------------------------------
 # (b) pg_terminate_backend(): a new worker, no crash restart, set intact
 # ---------------------------------------------------------------------
-park_rows('rb', qw(rb1 rb2));
+aw_park_rows($node, 'rb', qw(rb1 rb2));
 $node->safe_psql('postgres', "SELECT aion_wake.enqueue('rb_pending', '{}', 'rb')");
 
 # A client session that must survive (no crash restart) and that holds a
@@ -144,14 +90,14 @@ $bg->query_safe('BEGIN');
 is($bg->query_safe("SELECT aion_wake.park('rb_pending', '1 hour')"),
 	't', '(b) a park pending in an open transaction');
 
-$pid = worker_pid();
+$pid = aw_worker_pid($node);
 $log_offset = -s $node->logfile;
 is( $node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)"),
 	't', '(b) the worker is terminated');
 
 # bgw_restart_time is 2 s; allow a few seconds.
 my $t0 = time;
-$new_pid = wait_new_worker($pid);
+$new_pid = aw_wait_new_worker($node, $pid);
 ok(defined $new_pid, '(b) a new worker comes back');
 cmp_ok(time - $t0, '<=', 15, '(b) within a few seconds');
 
@@ -166,10 +112,12 @@ is( $node->safe_psql(
 	),
 	"pending|$bg_pid",
 	'(b) the pending park is still in the set');
-is(confirmed('rb'), 'rb1,rb2', '(b) the confirmed parks are still in the set');
+is(aw_confirmed($node, 'rb'), 'rb1,rb2',
+	'(b) the confirmed parks are still in the set');
 
 $bg->query_safe('COMMIT');
-is(confirmed('rb'), 'rb1,rb2,rb_pending', '(b) the pending park confirms');
+is(aw_confirmed($node, 'rb'), 'rb1,rb2,rb_pending',
+	'(b) the pending park confirms');
 $bg->quit;
 
 $node->safe_psql('postgres', "SELECT aion_wake.pulse('rb', 3)");
@@ -179,7 +127,7 @@ ok($node->poll_query_until('postgres', reoffered_at_least('rb', 3)),
 # ---------------------------------------------------------------------
 # (c) immediate shutdown and start: rows kept, set rebuilt
 # ---------------------------------------------------------------------
-park_rows('rc', qw(rc1 rc2 rc3));
+aw_park_rows($node, 'rc', qw(rc1 rc2 rc3));
 $rows_before =
   $node->safe_psql('postgres', 'SELECT count(*) FROM aion_wake.outbox');
 $node->stop('immediate');
@@ -187,18 +135,11 @@ $node->start;
 
 is($node->safe_psql('postgres', 'SELECT count(*) FROM aion_wake.outbox'),
 	$rows_before, '(c) every row survives an immediate shutdown');
-is( $node->safe_psql(
-		'postgres', q{
-SELECT string_agg(dispatch_key, ',' ORDER BY dispatch_key) FROM aion_wake.outbox
- WHERE topic = 'rc' AND parked_at IS NOT NULL
-   AND visible_after > clock_timestamp() + interval '50 minutes'}),
-	'rc1,rc2,rc3',
+is(aw_still_parked($node, 'rc'), 'rc1,rc2,rc3',
 	'(c) the parked rows keep their fence and parked_at');
-ok( $node->poll_query_until(
-		'postgres', q{
-SELECT count(*) = 3 FROM aion_wake.parked WHERE topic = 'rc' AND state = 'confirmed'}),
-	'(c) the set is rebuilt after the start');
-is(confirmed('rc'), 'rc1,rc2,rc3', '(c) the rebuilt set holds the parked rows');
+ok(aw_wait_confirmed($node, 'rc', 3), '(c) the set is rebuilt after the start');
+is(aw_confirmed($node, 'rc'), 'rc1,rc2,rc3',
+	'(c) the rebuilt set holds the parked rows');
 
 $node->safe_psql('postgres', "SELECT aion_wake.pulse('rc', 2)");
 ok($node->poll_query_until('postgres', reoffered_at_least('rc', 2)),
@@ -213,10 +154,8 @@ SELECT string_agg(dispatch_key, ',' ORDER BY dispatch_key) FROM aion_wake.outbox
 # ---------------------------------------------------------------------
 # (d) the listening connection is terminated: the worker reconnects
 # ---------------------------------------------------------------------
-ok( $node->poll_query_until(
-		'postgres', 'SELECT listening FROM aion_wake.status'),
-	'(d) the worker listens');
-$pid = worker_pid();
+ok(aw_wait_status($node, 'listening'), '(d) the worker listens');
+$pid = aw_worker_pid($node);
 my $listener = $node->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE application_name = 'aion_wake listener'"
 );
@@ -227,11 +166,9 @@ ok( $node->poll_query_until(
 SELECT count(*) = 1 FROM pg_stat_activity
  WHERE application_name = 'aion_wake listener' AND pid <> $listener}),
 	'(d) a new listening connection is opened');
-ok( $node->poll_query_until(
-		'postgres', 'SELECT listening FROM aion_wake.status'),
-	'(d) the worker listens again');
-is(worker_pid(), $pid, '(d) by the same worker');
-park_rows('rd', 'rd1');
+ok(aw_wait_status($node, 'listening'), '(d) the worker listens again');
+is(aw_worker_pid($node), $pid, '(d) by the same worker');
+aw_park_rows($node, 'rd', 'rd1');
 $node->safe_psql('postgres', "NOTIFY aion_wake_capacity, 'rd:1'");
 ok($node->poll_query_until('postgres', reoffered_at_least('rd', 1)),
 	'(d) a raw NOTIFY is received on the new connection');

@@ -15,18 +15,12 @@ use strict;
 use warnings;
 
 use IPC::Run;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
+use AionWake::Test;
 
-my $node = PostgreSQL::Test::Cluster->new('shutdown');
-$node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'aion_wake'\naion_wake.database = 'postgres'\n"
-);
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
+my $node = aw_node('shutdown');
 
 # Stop the node in smart mode with pg_ctl's own 30 s limit (and a harder
 # limit around it); returns pg_ctl's exit status and the time taken.
@@ -60,8 +54,7 @@ sub smart_stop
 
 foreach my $round (1, 2)
 {
-	ok( $node->poll_query_until(
-			'postgres', 'SELECT listening FROM aion_wake.status'),
+	ok(aw_wait_status($node, 'listening'),
 		"round $round: the worker is listening");
 	is( $node->safe_psql(
 			'postgres',
@@ -86,26 +79,19 @@ foreach my $round (1, 2)
 	$node->stop('fast') if defined $node->{_pid};
 
 	$node->start;
-	ok( $node->poll_query_until(
-			'postgres', 'SELECT worker_pid IS NOT NULL FROM aion_wake.status'),
+	ok(aw_wait_status($node, 'worker_pid IS NOT NULL'),
 		"round $round: the worker is back after the start");
 }
 
 # The worker still works after the restarts.  A raw NOTIFY sent before the
 # worker listens is lost by design, so wait for it to listen first.
-ok( $node->poll_query_until(
-		'postgres', 'SELECT listening FROM aion_wake.status'),
-	'the restarted worker listens');
+ok(aw_wait_status($node, 'listening'), 'the restarted worker listens');
 $node->safe_psql('postgres', q{
 SELECT aion_wake.enqueue('s1', '{}', 'ts');
 SELECT aion_wake.park('s1', '1 hour');
 NOTIFY aion_wake_capacity, 'ts:1';
 });
-ok( $node->poll_query_until(
-		'postgres', q{
-SELECT parked_at IS NULL AND visible_after <= clock_timestamp()
-  FROM aion_wake.outbox WHERE dispatch_key = 's1'}),
-	'the restarted worker re-offers on a raw pulse')
+ok(aw_wait_reoffered($node, 's1'), 'the restarted worker re-offers on a raw pulse')
   or diag_state();
 
 # On failure, show what the worker and the set looked like.

@@ -12,23 +12,11 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use AionWake::Test;
 
-my $node = PostgreSQL::Test::Cluster->new('hba');
-$node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'aion_wake'\naion_wake.database = 'postgres'\n"
-	  . "aion_wake.worker_role = 'aw_nobody'\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
-
-sub status
-{
-	my ($cols) = @_;
-	return $node->safe_psql('postgres', "SELECT $cols FROM aion_wake.status");
-}
+my $node = aw_node('hba', conf => "aion_wake.worker_role = 'aw_nobody'\n");
 
 # Park a row and pulse it with pulse(); wait until it is re-offered.
 sub pulse_works
@@ -40,26 +28,20 @@ SELECT aion_wake.enqueue('$key', '{}', '$topic');
 SELECT aion_wake.park('$key', '1 hour');
 SELECT aion_wake.pulse('$topic', 1);
 });
-	return $node->poll_query_until(
-		'postgres', qq{
-SELECT parked_at IS NULL AND visible_after <= clock_timestamp()
-  FROM aion_wake.outbox WHERE dispatch_key = '$key'});
+	return aw_wait_reoffered($node, $key);
 }
 
 # ---------------------------------------------------------------------
 # A role that does not exist
 # ---------------------------------------------------------------------
-ok( $node->poll_query_until(
-		'postgres',
-		'SELECT worker_pid IS NOT NULL AND listen_error IS NOT NULL FROM aion_wake.status'
-	),
+ok(aw_wait_status($node, 'worker_pid IS NOT NULL AND listen_error IS NOT NULL'),
 	'the worker reports a listen error');
-is(status('listening'), 'f', 'the worker is not listening');
-like(status('listen_error'), qr/aw_nobody.*does not exist/,
+is(aw_status($node, 'listening'), 'f', 'the worker is not listening');
+like(aw_status($node, 'listen_error'), qr/aw_nobody.*does not exist/,
 	'listen_error names the missing role');
 ok($node->log_contains(qr/aion_wake worker is not listening for capacity pulses/),
 	'the log says the worker is not listening');
-my $worker_pid = status('worker_pid');
+my $worker_pid = aw_worker_pid($node);
 
 ok(pulse_works('n1', 'tn'), 'pulse() re-offers a parked row without listening');
 
@@ -74,17 +56,15 @@ $node->reload;
 $node->safe_psql('postgres', 'CREATE ROLE aw_nobody LOGIN');
 
 # the retry delay starts at 1 s and doubles
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT listen_error ~ 'pg_hba.conf' FROM aion_wake.status"),
+ok(aw_wait_status($node, "listen_error ~ 'pg_hba.conf'"),
 	'listen_error names pg_hba.conf once the role exists');
-like(status('listen_error'), qr/rejects connection.*aw_nobody/,
+like(aw_status($node, 'listen_error'), qr/rejects connection.*aw_nobody/,
 	'listen_error says the role is rejected');
-is(status('listening'), 'f', 'the worker is still not listening');
+is(aw_status($node, 'listening'), 'f', 'the worker is still not listening');
 ok(pulse_works('h1', 'th'), 'pulse() still re-offers a parked row');
 
 # a raw NOTIFY has no one to hear it
-my $pulses = status('pulses_received');
+my $pulses = aw_status($node, 'pulses_received');
 $node->safe_psql('postgres', q{
 SELECT aion_wake.enqueue('h2', '{}', 'th');
 SELECT aion_wake.park('h2', '1 hour');
@@ -97,7 +77,7 @@ is( $node->safe_psql(
 	),
 	't',
 	'a raw NOTIFY is not received while the connection is refused');
-is(status('pulses_received'), $pulses + 1,
+is(aw_status($node, 'pulses_received'), $pulses + 1,
 	'only the pulse() was received');
 
 # ---------------------------------------------------------------------
@@ -110,12 +90,10 @@ $node->reload;
 
 # the delay has grown to a few seconds by now; it is capped at 60 s
 my $t0 = time;
-ok( $node->poll_query_until(
-		'postgres',
-		'SELECT listening AND listen_error IS NULL FROM aion_wake.status'),
+ok(aw_wait_status($node, 'listening AND listen_error IS NULL'),
 	'the worker listens once pg_hba.conf allows it');
 note 'reconnected after ' . (time - $t0) . ' s';
-is(status('worker_pid'), $worker_pid, 'the same worker, no restart');
+is(aw_worker_pid($node), $worker_pid, 'the same worker, no restart');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT usename FROM pg_stat_activity WHERE application_name = 'aion_wake listener'"
@@ -125,11 +103,7 @@ is( $node->safe_psql(
 
 # h2 is still parked; a raw pulse now re-offers it
 $node->safe_psql('postgres', "NOTIFY aion_wake_capacity, 'th:1'");
-ok( $node->poll_query_until(
-		'postgres', q{
-SELECT parked_at IS NULL AND visible_after <= clock_timestamp()
-  FROM aion_wake.outbox WHERE dispatch_key = 'h2'}),
-	'a raw NOTIFY is received again');
+ok(aw_wait_reoffered($node, 'h2'), 'a raw NOTIFY is received again');
 
 # ---------------------------------------------------------------------
 # aion_wake.worker_role is a reload setting: a change takes effect without
@@ -142,10 +116,7 @@ ok( $node->poll_query_until(
 		"SELECT setting = 'aw_gone' FROM pg_settings WHERE name = 'aion_wake.worker_role'"
 	),
 	'the new worker_role is loaded');
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT NOT listening AND listen_error ~ 'aw_gone' FROM aion_wake.status"
-	),
+ok(aw_wait_status($node, "NOT listening AND listen_error ~ 'aw_gone'"),
 	'after a reload the worker logs in as the new worker_role');
 
 $node->stop;

@@ -34,136 +34,64 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
+use AionWake::Test;
 
-my $node = PostgreSQL::Test::Cluster->new('waiters');
-$node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'aion_wake'\naion_wake.database = 'postgres'\n"
-);
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
-ok($node->poll_query_until('postgres',
-		'SELECT worker_pid IS NOT NULL FROM aion_wake.status'),
-	'the worker runs');
-
-# --- helpers ---------------------------------------------------------------
-
-# A background psql session that keeps going after an error; returns the
-# session and its backend pid.
-sub session
-{
-	my $h = $node->background_psql('postgres', on_error_stop => 0);
-	my $pid = $h->query_safe('SELECT pg_backend_pid()');
-	chomp $pid;
-	return ($h, $pid);
-}
-
-# Send a statement without waiting for it: it may block.  A marker echoed on
-# both stdout and stderr after it tells when it has finished.
-my $marker_seq = 0;
-
-sub start_query
-{
-	my ($h, $sql) = @_;
-	my $marker = 'aw_done_' . ++$marker_seq;
-	$h->{stdout} = '';
-	$h->{stderr} = '';
-	$h->{aw_marker} = $marker;
-	$h->{stdin} .= "$sql;\n\\echo '$marker'\n\\warn '$marker'\n";
-	$h->{run}->pump_nb;
-	return;
-}
-
-# Has the statement sent with start_query finished?  Never blocks.
-sub is_done
-{
-	my ($h) = @_;
-	my $m = $h->{aw_marker};
-	$h->{run}->pump_nb if $h->{run}->pumpable;
-	return ($h->{stdout} =~ /$m/ && $h->{stderr} =~ /$m/) ? 1 : 0;
-}
-
-# Wait (bounded by the session's timeout) until the statement has finished;
-# returns its stdout and stderr without the marker.
-sub finish_query
-{
-	my ($h) = @_;
-	my $m = $h->{aw_marker};
-	$h->{run}->pump until is_done($h);
-	my ($out, $err) = ($h->{stdout}, $h->{stderr});
-	$out =~ s/\n?$m\n//;
-	$err =~ s/\n?$m\n//;
-	$h->{stdout} = '';
-	$h->{stderr} = '';
-	return ($out, $err);
-}
-
-sub waiters
-{
-	return $node->safe_psql('postgres', 'SELECT waiters FROM aion_wake.status');
-}
-
-sub poll_waiters
-{
-	my ($n, $what) = @_;
-	ok( $node->poll_query_until(
-			'postgres', "SELECT waiters = $n FROM aion_wake.status"),
-		$what);
-}
+my $node = aw_node('waiters');
+like(aw_worker_pid($node), qr/^\d+$/, 'the worker runs');
 
 # --- (a) one waiter, one enqueue -------------------------------------------
 
 {
-	my ($h, $pid) = session();
-	start_query($h,
+	my $h = aw_session($node);
+	aw_start($h,
 		"SELECT dispatch_key FROM aion_wake.claim('t', 1, '30s', '30s')");
-	poll_waiters(1, '(a) the blocked claim is registered as a waiter');
+	aw_poll_waiters($node, 1, '(a) the blocked claim is registered as a waiter');
 	is( $node->safe_psql(
 			'postgres',
-			"SELECT wait_event_type || ':' || wait_event FROM pg_stat_activity WHERE pid = $pid"
+			"SELECT wait_event_type || ':' || wait_event FROM pg_stat_activity WHERE pid = $h->{pid}"
 		),
 		'Extension:Extension',
 		'(a) the waiter sleeps on its latch');
-	ok(!is_done($h), '(a) the claim blocks while the topic is empty');
+	ok(!aw_done($h), '(a) the claim blocks while the topic is empty');
 
 	my $t0 = time;
 	$node->safe_psql('postgres', "SELECT aion_wake.enqueue('t1', '{}', 't')");
-	my ($out, $err) = finish_query($h);
+	my ($out, $err) = aw_finish($h);
 	my $elapsed = time - $t0;
 	is($out, 't1', '(a) the waiter returns the enqueued row');
 	is($err, '', '(a) without error');
 	cmp_ok($elapsed, '<', 5,
 		"(a) woken by the commit, not by its 30 s wait (took ${elapsed}s)");
-	poll_waiters(0, '(a) the waiter has left the registry');
+	aw_poll_waiters($node, 0, '(a) the waiter has left the registry');
 	$h->quit;
 }
 
 # --- (b) five waiters, one row, then four rows ------------------------------
 
 {
-	my (@h, @pid);
+	my @h;
 	for my $i (0 .. 4)
 	{
-		($h[$i], $pid[$i]) = session();
-		start_query($h[$i],
+		$h[$i] = aw_session($node);
+		aw_start($h[$i],
 			"SELECT dispatch_key FROM aion_wake.claim('five', 1, '30s', '20s')");
 		# register one at a time, so "oldest" is well defined
-		poll_waiters($i + 1, "(b) waiter $i registered");
+		aw_poll_waiters($node, $i + 1, "(b) waiter $i registered");
 	}
 
 	$node->safe_psql('postgres', "SELECT aion_wake.enqueue('f1', '{}', 'five')");
-	my ($out, $err) = finish_query($h[0]);
+	my ($out, $err) = aw_finish($h[0]);
 	is($out, 'f1', '(b) one row wakes the oldest waiter, which claims it');
 	is($err, '', '(b) without error');
-	poll_waiters(4, '(b) the other four are still waiting');
-	is(waiters(), 4, '(b) ... and stay waiting once the first has returned');
+	aw_poll_waiters($node, 4, '(b) the other four are still waiting');
+	is(aw_status($node, 'waiters'), 4,
+		'(b) ... and stay waiting once the first has returned');
 	for my $i (1 .. 4)
 	{
-		ok(!is_done($h[$i]), "(b) waiter $i is still blocked");
+		ok(!aw_done($h[$i]), "(b) waiter $i is still blocked");
 	}
 	is( $node->safe_psql(
 			'postgres',
@@ -180,34 +108,34 @@ COMMIT;});
 	my @got;
 	for my $i (1 .. 4)
 	{
-		($out, $err) = finish_query($h[$i]);
+		($out, $err) = aw_finish($h[$i]);
 		is($err, '', "(b) waiter $i returns without error");
 		push @got, $out;
 	}
 	is( join(',', sort @got),
 		'f2,f3,f4,f5',
 		'(b) four rows in one commit wake all four waiters, one row each');
-	poll_waiters(0, '(b) no waiter is left');
+	aw_poll_waiters($node, 0, '(b) no waiter is left');
 	$_->quit for @h;
 }
 
 # --- (c) a fence passing wakes a waiter --------------------------------------
 
 {
-	my ($h, $pid) = session();
+	my $h = aw_session($node);
 	# the row's visible_after after the claim is the claim's clock + lease,
 	# so visible_after - lease - enqueued_at is how long after the enqueue
 	# the claim happened, by the server's clock
-	start_query($h,
+	aw_start($h,
 		"SELECT dispatch_key, extract(epoch FROM visible_after - interval '30 s' - enqueued_at) FROM aion_wake.claim('f', 1, '30s', '30s')"
 	);
-	poll_waiters(1, '(c) the waiter is registered');
+	aw_poll_waiters($node, 1, '(c) the waiter is registered');
 
 	my $t0 = time;
 	$node->safe_psql('postgres',
 		"SELECT aion_wake.enqueue('fence1', '{}', 'f', '2 s')");
-	ok(!is_done($h), '(c) a row behind a fence does not wake the waiter');
-	my ($out, $err) = finish_query($h);
+	ok(!aw_done($h), '(c) a row behind a fence does not wake the waiter');
+	my ($out, $err) = aw_finish($h);
 	my $elapsed = time - $t0;
 	is($err, '', '(c) without error');
 	my ($key, $after) = split /\|/, $out;
@@ -217,7 +145,7 @@ COMMIT;});
 	cmp_ok($after, '<', 5.0, '(c) ... and soon after it');
 	cmp_ok($elapsed, '>=', 1.9, "(c) the waiter slept until the fence (${elapsed}s)");
 	cmp_ok($elapsed, '<', 10, '(c) ... and not until its 30 s wait ended');
-	poll_waiters(0, '(c) the waiter has left the registry');
+	aw_poll_waiters($node, 0, '(c) the waiter has left the registry');
 	$h->quit;
 }
 
@@ -229,11 +157,11 @@ COMMIT;});
 	$node->safe_psql('postgres', qq{
 SELECT aion_wake.enqueue('l1', '{}', 'l');
 SELECT count(*) FROM aion_wake.claim('l', 1, '1500ms');});
-	my ($h, $pid) = session();
+	my $h = aw_session($node);
 	my $t0 = time;
-	start_query($h,
+	aw_start($h,
 		"SELECT dispatch_key, attempt, lease_token FROM aion_wake.claim('l', 1, '30s', '30s')");
-	my ($out, $err) = finish_query($h);
+	my ($out, $err) = aw_finish($h);
 	my $elapsed = time - $t0;
 	my ($key, $attempt, $token) = split /\|/, $out;
 	is($key, 'l1', '(h) an expired lease wakes a waiter with the row');
@@ -241,20 +169,20 @@ SELECT count(*) FROM aion_wake.claim('l', 1, '1500ms');});
 	cmp_ok($elapsed, '<', 10, "(h) ... when the lease ends (${elapsed}s)");
 
 	# fail() with no back-off makes the row claimable at its commit
-	start_query($h,
+	aw_start($h,
 		"SELECT dispatch_key, attempt FROM aion_wake.claim('l', 1, '30s', '30s')");
-	poll_waiters(1, '(h) a waiter is registered behind the 30 s lease');
+	aw_poll_waiters($node, 1, '(h) a waiter is registered behind the 30 s lease');
 	$t0 = time;
 	is( $node->safe_psql(
 			'postgres', "SELECT aion_wake.fail('l1', 'boom', '0', $token)"),
 		't',
 		'(h) fail() with zero back-off');
-	($out, $err) = finish_query($h);
+	($out, $err) = aw_finish($h);
 	$elapsed = time - $t0;
 	is($out, 'l1|1', '(h) wakes the waiter with the row, attempt counted');
 	cmp_ok($elapsed, '<', 5, "(h) ... at the commit, not at the lease's end (${elapsed}s)");
 	is($err, '', '(h) without error');
-	poll_waiters(0, '(h) no waiter is left');
+	aw_poll_waiters($node, 0, '(h) no waiter is left');
 	$h->quit;
 }
 
@@ -270,40 +198,40 @@ SELECT aion_wake.park('r1', '1 hour');
 SELECT aion_wake.enqueue('r2', '{}', 'r');
 SELECT count(*) FROM aion_wake.claim('r');
 SELECT aion_wake.park('r2', '1 hour');});
-	my ($h, $pid) = session();
+	my $h = aw_session($node);
 	my ($t0, $out, $err, $elapsed);
 
-	start_query($h,
+	aw_start($h,
 		"SELECT dispatch_key FROM aion_wake.claim('r', 1, '30s', '30s')");
-	poll_waiters(1, '(i) a waiter is registered behind two parked rows');
+	aw_poll_waiters($node, 1, '(i) a waiter is registered behind two parked rows');
 	$t0 = time;
 	$node->safe_psql('postgres', "SELECT aion_wake.pulse('r', 1)");
-	($out, $err) = finish_query($h);
+	($out, $err) = aw_finish($h);
 	$elapsed = time - $t0;
 	is($out, 'r1', "(i) the worker's re-offer of a pulse wakes the waiter");
 	cmp_ok($elapsed, '<', 5, "(i) ... at once (${elapsed}s)");
 
-	start_query($h,
+	aw_start($h,
 		"SELECT dispatch_key FROM aion_wake.claim('r', 1, '30s', '30s')");
-	poll_waiters(1, '(i) the waiter waits again');
+	aw_poll_waiters($node, 1, '(i) the waiter waits again');
 	$t0 = time;
 	$node->safe_psql('postgres', "SELECT aion_wake.reoffer('r', 1)");
-	($out, $err) = finish_query($h);
+	($out, $err) = aw_finish($h);
 	$elapsed = time - $t0;
 	is($out, 'r2', '(i) reoffer() wakes the waiter at its commit');
 	cmp_ok($elapsed, '<', 5, "(i) ... at once (${elapsed}s)");
 
-	start_query($h,
+	aw_start($h,
 		"SELECT dispatch_key FROM aion_wake.claim('r', 1, '30s', '30s')");
-	poll_waiters(1, '(i) the waiter waits again');
+	aw_poll_waiters($node, 1, '(i) the waiter waits again');
 	$t0 = time;
 	$node->safe_psql('postgres', "SELECT aion_wake.park('r1', '0')");
-	($out, $err) = finish_query($h);
+	($out, $err) = aw_finish($h);
 	$elapsed = time - $t0;
 	is($out, 'r1', '(i) park() with zero back-off wakes the waiter');
 	cmp_ok($elapsed, '<', 5, "(i) ... at its commit (${elapsed}s)");
 	is($err, '', '(i) without error');
-	poll_waiters(0, '(i) no waiter is left');
+	aw_poll_waiters($node, 0, '(i) no waiter is left');
 	$h->quit;
 }
 
@@ -314,18 +242,18 @@ SELECT aion_wake.park('r2', '1 hour');});
 foreach my $how ('ROLLBACK', 'ROLLBACK TO SAVEPOINT s')
 {
 	$node->safe_psql('postgres', "SELECT aion_wake.enqueue('rb1', '{}', 'rb')");
-	my ($a, $apid) = session();
-	my ($h, $pid) = session();
+	my $a = aw_session($node);
+	my $h = aw_session($node);
 	$a->query_safe('BEGIN');
 	$a->query_safe('SAVEPOINT s');
 	is($a->query_safe("SELECT dispatch_key FROM aion_wake.claim('rb')"),
 		'rb1', "(j) $how: a transaction claims the row");
-	start_query($h,
+	aw_start($h,
 		"SELECT dispatch_key FROM aion_wake.claim('rb', 1, '30s', '20s')");
-	poll_waiters(1, "(j) $how: a waiter is registered");
+	aw_poll_waiters($node, 1, "(j) $how: a waiter is registered");
 	my $t0 = time;
 	$a->query_safe($how);
-	my ($out, $err) = finish_query($h);
+	my ($out, $err) = aw_finish($h);
 	my $elapsed = time - $t0;
 	is($out, 'rb1', "(j) $how: the waiter gets the row back");
 	cmp_ok($elapsed, '<', 10,
@@ -343,8 +271,8 @@ foreach my $how ('ROLLBACK', 'ROLLBACK TO SAVEPOINT s')
 {
 	$node->safe_psql('postgres', 'CREATE DATABASE unserved');
 	$node->safe_psql('unserved', 'CREATE EXTENSION aion_wake');
-	my $h = $node->background_psql('unserved', on_error_stop => 0);
-	start_query($h,
+	my $h = aw_session($node, 'unserved');
+	aw_start($h,
 		"SELECT dispatch_key FROM aion_wake.claim('u', 1, '30s', '25s')");
 	ok( $node->poll_query_until(
 			'unserved', "SELECT waiters >= 1 FROM aion_wake.status"),
@@ -352,7 +280,7 @@ foreach my $how ('ROLLBACK', 'ROLLBACK TO SAVEPOINT s')
 	my $t0 = time;
 	$node->safe_psql('unserved',
 		"SELECT aion_wake.enqueue('u1', '{}', 'u', '1 s')");
-	my ($out, $err) = finish_query($h);
+	my ($out, $err) = aw_finish($h);
 	my $elapsed = time - $t0;
 	is($out, 'u1', '(k) the waiter gets the delayed row');
 	cmp_ok($elapsed, '<', 15, "(k) ... at its fence, not when its wait ends (${elapsed}s)");
@@ -362,36 +290,36 @@ foreach my $how ('ROLLBACK', 'ROLLBACK TO SAVEPOINT s')
 # --- (d) statement_timeout and cancel ----------------------------------------
 
 {
-	my ($h, $pid) = session();
+	my $h = aw_session($node);
 	$h->query_safe("SET statement_timeout = '300ms'");
 	my $t0 = time;
-	start_query($h, "SELECT * FROM aion_wake.claim('c', 1, '1s', '20s')");
-	my ($out, $err) = finish_query($h);
+	aw_start($h, "SELECT * FROM aion_wake.claim('c', 1, '1s', '20s')");
+	my ($out, $err) = aw_finish($h);
 	my $elapsed = time - $t0;
 	like(
 		$err,
 		qr/canceling statement due to statement timeout/,
 		'(d) statement_timeout ends a wait');
 	cmp_ok($elapsed, '<', 5, "(d) ... when it fires (${elapsed}s)");
-	poll_waiters(0, '(d) the timed-out waiter has left the registry');
+	aw_poll_waiters($node, 0, '(d) the timed-out waiter has left the registry');
 	$h->query_safe('RESET statement_timeout');
 
-	start_query($h, "SELECT * FROM aion_wake.claim('c', 1, '1s', '20s')");
-	poll_waiters(1, '(d) a second wait is registered');
-	$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
-	($out, $err) = finish_query($h);
+	aw_start($h, "SELECT * FROM aion_wake.claim('c', 1, '1s', '20s')");
+	aw_poll_waiters($node, 1, '(d) a second wait is registered');
+	$node->safe_psql('postgres', "SELECT pg_cancel_backend($h->{pid})");
+	($out, $err) = aw_finish($h);
 	like(
 		$err,
 		qr/canceling statement due to user request/,
 		'(d) pg_cancel_backend ends a wait');
-	poll_waiters(0, '(d) the cancelled waiter has left the registry');
+	aw_poll_waiters($node, 0, '(d) the cancelled waiter has left the registry');
 
 	# the session's registry slot is clean: it waits and is woken again
-	start_query($h,
+	aw_start($h,
 		"SELECT dispatch_key FROM aion_wake.claim('c', 1, '1s', '20s')");
-	poll_waiters(1, '(d) the same session waits again');
+	aw_poll_waiters($node, 1, '(d) the same session waits again');
 	$node->safe_psql('postgres', "SELECT aion_wake.enqueue('c1', '{}', 'c')");
-	($out, $err) = finish_query($h);
+	($out, $err) = aw_finish($h);
 	is($out, 'c1', '(d) ... and is woken by an enqueue');
 	is($err, '', '(d) ... without error');
 	$h->quit;
@@ -400,11 +328,11 @@ foreach my $how ('ROLLBACK', 'ROLLBACK TO SAVEPOINT s')
 # --- (e) a waiter's backend is terminated ------------------------------------
 
 {
-	my ($h, $pid) = session();
-	start_query($h, "SELECT * FROM aion_wake.claim('e', 1, '30s', '30s')");
-	poll_waiters(1, '(e) the waiter is registered');
-	$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
-	poll_waiters(0, '(e) a terminated waiter leaves the registry');
+	my $h = aw_session($node);
+	aw_start($h, "SELECT * FROM aion_wake.claim('e', 1, '30s', '30s')");
+	aw_poll_waiters($node, 1, '(e) the waiter is registered');
+	$node->safe_psql('postgres', "SELECT pg_terminate_backend($h->{pid})");
+	aw_poll_waiters($node, 0, '(e) a terminated waiter leaves the registry');
 	$h->{run}->pump while $h->{run}->pumpable;
 	like(
 		$h->{stderr},
@@ -412,17 +340,17 @@ foreach my $how ('ROLLBACK', 'ROLLBACK TO SAVEPOINT s')
 		'(e) the waiter was terminated');
 	eval { $h->{run}->finish; };
 
-	my ($h2, $pid2) = session();
-	start_query($h2,
+	my $h2 = aw_session($node);
+	aw_start($h2,
 		"SELECT dispatch_key FROM aion_wake.claim('e', 1, '30s', '30s')");
-	poll_waiters(1, '(e) a new waiter is registered');
+	aw_poll_waiters($node, 1, '(e) a new waiter is registered');
 	my $t0 = time;
 	$node->safe_psql('postgres', "SELECT aion_wake.enqueue('e1', '{}', 'e')");
-	my ($out, $err) = finish_query($h2);
+	my ($out, $err) = aw_finish($h2);
 	my $elapsed = time - $t0;
 	is($out, 'e1', '(e) the new waiter, not the dead one, is woken');
 	cmp_ok($elapsed, '<', 5, "(e) ... at the commit (${elapsed}s)");
-	poll_waiters(0, '(e) no waiter is left');
+	aw_poll_waiters($node, 0, '(e) no waiter is left');
 	$h2->quit;
 }
 
@@ -446,22 +374,22 @@ SKIP:
 {
 	skip 'no /proc', 1 unless -r "/proc/$$/stat";
 
-	my (@h, @pid);
+	my @h;
 	for my $i (0 .. 9)
 	{
-		($h[$i], $pid[$i]) = session();
-		start_query($h[$i],
+		$h[$i] = aw_session($node);
+		aw_start($h[$i],
 			"SELECT dispatch_key FROM aion_wake.claim('idle', 1, '30s', '20s')");
 	}
-	poll_waiters(10, '(g) ten waiters are registered');
-	my $worker =
-	  $node->safe_psql('postgres', 'SELECT worker_pid FROM aion_wake.status');
+	aw_poll_waiters($node, 10, '(g) ten waiters are registered');
+	my $worker = aw_worker_pid($node);
 	my $listener = $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE application_name = 'aion_wake listener'"
 	);
 	like($listener, qr/^\d+$/, "(g) the worker's listening backend runs");
 
 	# a measurement window, not a synchronisation: nothing happens in it
+	my @pid = map { $_->{pid} } @h;
 	my @before = map { cpu_ticks($_) } @pid;
 	my $worker_before = cpu_ticks($worker);
 	my $listener_before = cpu_ticks($listener);
@@ -479,8 +407,8 @@ SKIP:
 	cmp_ok($wd, '<=', 2,
 		"(g) the idle worker used at most 2 clock ticks in 3 s ($wd)");
 	cmp_ok($ld, '<=', 2, "(g) the worker's listening backend too ($ld)");
-	is(waiters(), 10, '(g) all ten are still waiting');
-	ok(!is_done($h[$_]), "(g) waiter $_ is still blocked") for 0 .. 9;
+	is(aw_status($node, 'waiters'), 10, '(g) all ten are still waiting');
+	ok(!aw_done($h[$_]), "(g) waiter $_ is still blocked") for 0 .. 9;
 
 	# they were live waiters: ten rows in one commit wake all ten
 	$node->safe_psql(
@@ -491,13 +419,13 @@ COMMIT;});
 	my @got;
 	for my $i (0 .. 9)
 	{
-		my ($out, $err) = finish_query($h[$i]);
+		my ($out, $err) = aw_finish($h[$i]);
 		push @got, $out;
 	}
 	is(scalar(grep { /^i\d+$/ } @got), 10, '(g) ten rows wake all ten waiters');
 	my %seen = map { $_ => 1 } @got;
 	is(scalar(keys %seen), 10, '(g) ... each with a row of its own');
-	poll_waiters(0, '(g) no waiter is left');
+	aw_poll_waiters($node, 0, '(g) no waiter is left');
 	$_->quit for @h;
 }
 
@@ -515,24 +443,22 @@ COMMIT;});
 		SELECT aion_wake.park(dispatch_key, '1 hour', lease_token)
 		  FROM aion_wake.claim('l', 1, '30 s');
 	});
-	my ($h, $pid) = session();
-	start_query($h, "SELECT dispatch_key FROM aion_wake.claim('l', 1, '30s', '30s')");
-	poll_waiters(1, '(l) a claimer waits on topic l');
+	my $h = aw_session($node);
+	aw_start($h, "SELECT dispatch_key FROM aion_wake.claim('l', 1, '30s', '30s')");
+	aw_poll_waiters($node, 1, '(l) a claimer waits on topic l');
 	ok( $node->poll_query_until('postgres',
-			"SELECT wait_event = 'Extension' FROM pg_stat_activity WHERE pid = $pid"),
+			"SELECT wait_event = 'Extension' FROM pg_stat_activity WHERE pid = $h->{pid}"),
 		'(l) ... asleep on its latch');
-	kill 'STOP', $pid;
+	kill 'STOP', $h->{pid};
 	$node->safe_psql('postgres', "SELECT aion_wake.pulse('l', 1)");
-	$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
-	kill 'CONT', $pid;
-	my ($out, $err) = finish_query($h);
+	$node->safe_psql('postgres', "SELECT pg_cancel_backend($h->{pid})");
+	kill 'CONT', $h->{pid};
+	my ($out, $err) = aw_finish($h);
 	like($err, qr/canceling statement due to user request/,
 		'(l) the waiter was cancelled before it spent the pulse');
-	ok( $node->poll_query_until('postgres',
-			"SELECT parked_at IS NULL AND visible_after <= clock_timestamp() FROM aion_wake.outbox WHERE dispatch_key = 'l1'"
-		),
+	ok(aw_wait_reoffered($node, 'l1'),
 		'(l) the pulse is spent all the same: the parked row is re-offered');
-	poll_waiters(0, '(l) no waiter is left');
+	aw_poll_waiters($node, 0, '(l) no waiter is left');
 	$h->quit;
 }
 
@@ -552,7 +478,7 @@ COMMIT;});
 	is($n, 0, '(f) a capped wait on an empty topic returns no row');
 	cmp_ok($elapsed, '<', 10, "(f) ... well before its 30 s wait (${elapsed}s)");
 	cmp_ok($elapsed, '>=', 0.45, '(f) ... after waiting about max_wait');
-	is(waiters(), 0, '(f) and leaves the registry');
+	is(aw_status($node, 'waiters'), 0, '(f) and leaves the registry');
 	$node->safe_psql('postgres',
 		'ALTER SYSTEM RESET aion_wake.max_wait; SELECT pg_reload_conf();');
 }

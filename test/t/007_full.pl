@@ -22,34 +22,19 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use AionWake::Test;
 
-my $node = PostgreSQL::Test::Cluster->new('full');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'aion_wake'
-aion_wake.database = 'postgres'
+# aw_node waits for the worker to rebuild the set at the commit of CREATE
+# EXTENSION, so that the parks below are not read again by the rebuild
+my $node = aw_node('full', conf => q{
 aion_wake.max_parked_rows = 16
 aion_wake.max_topics = 4
 aion_wake.pulse_credit_ms = 0
 });
-$node->start;
-# the worker rebuilds the set at the commit of CREATE EXTENSION: wait for
-# it, so that the parks below are not read again by the rebuild
-aw_create_extension($node, 'postgres');
 pass('the worker runs and has rebuilt the set');
-is($node->safe_psql('postgres', 'SELECT capacity FROM aion_wake.status'),
-	16, 'the set holds 16 rows');
-
-sub status
-{
-	my ($col) = @_;
-	return $node->safe_psql('postgres', "SELECT $col FROM aion_wake.status");
-}
+is(aw_status($node, 'capacity'), 16, 'the set holds 16 rows');
 
 # psql script: enqueue, claim and park one row, each in a transaction of its
 # own; prints "park:<result>"
@@ -78,7 +63,7 @@ sub run_psql
 # --- (a) 20 parks into a set of 16 -----------------------------------------
 
 my @keys = map { sprintf('p%02d', $_) } 1 .. 20;
-my $set_full0 = status('set_full');
+my $set_full0 = aw_status($node, 'set_full');
 my $log_offset = -s $node->logfile;
 my ($ret, $out, $err) = run_psql(join('', map { park_script($_, 'full') } @keys));
 is($ret, 0, '(a) the 20 parks ran without error');
@@ -87,7 +72,7 @@ unlike($err, qr/ERROR/, '(a) no ERROR reached the client');
 is(scalar(() = $err =~ /WARNING:  aion_wake parked set is full/g),
 	4, '(a) the client got a WARNING for each of the 4 parks that did not fit');
 like($err, qr/Row "p17" waits until its fence/, '(a) ... naming the row');
-is(status('set_full') - $set_full0, 4, '(a) set_full rose by 4');
+is(aw_status($node, 'set_full') - $set_full0, 4, '(a) set_full rose by 4');
 ok($node->log_contains(qr/WARNING:  aion_wake parked set is full/, $log_offset),
 	'(a) the WARNING is in the server log');
 is( $node->safe_psql(
@@ -106,7 +91,7 @@ SELECT string_agg(dispatch_key, ',' ORDER BY dispatch_key) FROM aion_wake.parked
 
 # --- (b) a pulse of 20 re-offers the 16 in the set ---------------------------
 
-my $reoffered0 = status('rows_reoffered');
+my $reoffered0 = aw_status($node, 'rows_reoffered');
 $node->safe_psql('postgres', "SELECT aion_wake.pulse('full', 20)");
 ok( $node->poll_query_until(
 		'postgres', q{
@@ -114,22 +99,17 @@ SELECT count(*) = 16 FROM aion_wake.outbox
  WHERE topic = 'full' AND parked_at IS NULL
    AND visible_after <= clock_timestamp()}),
 	'(b) a pulse of 20 re-offers the 16 rows in the set');
-ok( $node->poll_query_until(
-		'postgres', 'SELECT parked_pending + parked_confirmed = 0 FROM aion_wake.status'),
+ok(aw_wait_status($node, 'parked_pending + parked_confirmed = 0'),
 	'(b) the set is empty again');
-is(status('rows_reoffered') - $reoffered0, 16, '(b) rows_reoffered rose by 16');
+is(aw_status($node, 'rows_reoffered') - $reoffered0, 16,
+	'(b) rows_reoffered rose by 16');
 is( $node->safe_psql(
 		'postgres', q{
 SELECT string_agg(dispatch_key, ',' ORDER BY dispatch_key) FROM aion_wake.outbox
  WHERE topic = 'full' AND visible_after <= clock_timestamp()}),
 	join(',', @keys[0 .. 15]),
 	'(b) the re-offered rows are the 16 that were in the set');
-is( $node->safe_psql(
-		'postgres', q{
-SELECT string_agg(dispatch_key, ',' ORDER BY dispatch_key) FROM aion_wake.outbox
- WHERE topic = 'full' AND parked_at IS NOT NULL
-   AND visible_after > clock_timestamp() + interval '50 minutes'}),
-	join(',', @keys[16 .. 19]),
+is(aw_still_parked($node, 'full'), join(',', @keys[16 .. 19]),
 	'(b) the 4 that did not fit stay behind their fences');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM aion_wake.outbox'),
 	20, '(b) nothing is lost');
@@ -150,21 +130,23 @@ is( $node->safe_psql(
 	'full,tp2,tp3,tp4',
 	'(c) four topics are pinned by confirmed entries');
 
-$set_full0 = status('set_full');
-my $pulses0 = status('pulses_received');
+$set_full0 = aw_status($node, 'set_full');
+my $pulses0 = aw_status($node, 'pulses_received');
 ($ret, $out, $err) = run_psql(
 	"SELECT aion_wake.pulse('n' || i, 3) FROM generate_series(1, 5) i;");
 is($ret, 0, '(c) pulses on 5 new topics in a full topic table do not fail');
 unlike($err, qr/ERROR/, '(c) ... no ERROR');
-is(status('pulses_received') - $pulses0, 5, '(c) the 5 pulses were received');
-is(status('set_full') - $set_full0, 5, '(c) ... and each one counted in set_full');
+is(aw_status($node, 'pulses_received') - $pulses0, 5,
+	'(c) the 5 pulses were received');
+is(aw_status($node, 'set_full') - $set_full0, 5,
+	'(c) ... and each one counted in set_full');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT string_agg(topic, ',' ORDER BY topic) FROM aion_wake.parked"),
 	'full,tp2,tp3,tp4',
 	'(c) the pinned topics keep their entries');
 
-$set_full0 = status('set_full');
+$set_full0 = aw_status($node, 'set_full');
 $log_offset = -s $node->logfile;
 ($ret, $out, $err) = run_psql(park_script('k_tp5', 'tp5'));
 is($ret, 0, '(c) a park on a fifth topic does not fail');
@@ -176,7 +158,7 @@ like(
 unlike($err, qr/ERROR/, '(c) ... no ERROR');
 ok($node->log_contains(qr/WARNING:  aion_wake topic table is full/, $log_offset),
 	'(c) the WARNING is in the server log');
-is(status('set_full') - $set_full0, 1, '(c) set_full rose by 1');
+is(aw_status($node, 'set_full') - $set_full0, 1, '(c) set_full rose by 1');
 is( $node->safe_psql(
 		'postgres', q{
 SELECT count(*) FROM aion_wake.outbox
@@ -190,9 +172,9 @@ is($node->safe_psql('postgres',
 
 # --- (d) park_pending on a full set ---------------------------------------------
 
-my $used = status('parked_pending + parked_confirmed');
+my $used = aw_status($node, 'parked_pending + parked_confirmed');
 is($used, 4, '(d) four entries in the set');
-$set_full0 = status('set_full');
+$set_full0 = aw_status($node, 'set_full');
 # one session: pending entries are abandoned when their backend exits
 ($ret, $out, $err) = run_psql(
 	q{SELECT aion_wake.park_pending('pp' || i, 0, 'full') FROM generate_series(1, 13) i;
@@ -204,9 +186,8 @@ like(
 	$err,
 	qr/WARNING:  aion_wake parked set is full.*Row "pp13" was not parked/s,
 	'(d) ... with a WARNING');
-is(status('set_full') - $set_full0, 1, '(d) set_full rose by 1');
-ok( $node->poll_query_until(
-		'postgres', 'SELECT parked_pending = 0 FROM aion_wake.status'),
+is(aw_status($node, 'set_full') - $set_full0, 1, '(d) set_full rose by 1');
+ok(aw_wait_status($node, 'parked_pending = 0'),
 	'(d) the pending entries went with their session');
 
 $node->stop;

@@ -15,17 +15,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use AionWake::Test;
 
-my $conf = "shared_preload_libraries = 'aion_wake'\naion_wake.database = 'postgres'\n";
-
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', $conf);
-$primary->start;
-$primary->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
-ok($primary->poll_query_until('postgres',
-		'SELECT worker_pid IS NOT NULL FROM aion_wake.status'),
-	'the primary runs a worker');
+my $primary = aw_node('primary', init => { allows_streaming => 1 });
+like(aw_worker_pid($primary), qr/^\d+$/, 'the primary runs a worker');
 
 # three parked rows (a back-off of an hour) and one plain row
 $primary->safe_psql(
@@ -107,8 +100,7 @@ is( $primary->safe_psql(
 	),
 	1,
 	'(while the primary runs one)');
-is($standby->safe_psql('postgres',
-		'SELECT worker_pid IS NULL FROM aion_wake.status'),
+is(aw_status($standby, 'worker_pid IS NULL'),
 	't', 'the standby status shows no worker');
 is( $standby->safe_psql(
 		'postgres', q{
@@ -124,8 +116,7 @@ $primary->stop;
 $standby->promote;
 ok($standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
 	'the standby is promoted');
-ok( $standby->poll_query_until(
-		'postgres', 'SELECT worker_pid IS NOT NULL FROM aion_wake.status'),
+ok(aw_wait_status($standby, 'worker_pid IS NOT NULL'),
 	'the new primary starts a worker');
 ok( $standby->poll_query_until(
 		'postgres',

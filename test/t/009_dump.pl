@@ -6,15 +6,12 @@
 # after a restore never repeat old ones.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use AionWake::Test;
 
-my $node = PostgreSQL::Test::Cluster->new('dump');
-$node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'aion_wake'\naion_wake.database = 'postgres'\n");
-$node->start;
+# the extension is made in src, which no worker serves, and restored into dst
+my $node = aw_node('dump', create => 0);
 
 $node->safe_psql('postgres', 'CREATE DATABASE src');
 $node->safe_psql('src', q{

@@ -5,17 +5,13 @@
 # committed parks come back into the rebuilt set, and nothing is lost (G1).
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use AionWake::Test;
 
-my $node = PostgreSQL::Test::Cluster->new('killpark');
-$node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'aion_wake'\naion_wake.database = 'postgres'\nrestart_after_crash = on\n");
-$node->start;
+# the test framework turns restart_after_crash off; the kill needs it
+my $node = aw_node('killpark', conf => "restart_after_crash = on\n");
 $node->safe_psql('postgres', q{
-	CREATE EXTENSION aion_wake;
 	SELECT aion_wake.enqueue('k' || g, '{}', 'kp') FROM generate_series(1, 3) g;
 	SELECT count(*) FROM aion_wake.claim('kp', 3, '1 hour');
 	SELECT aion_wake.park('k1', '1 hour');
@@ -23,21 +19,19 @@ $node->safe_psql('postgres', q{
 my $before = $node->safe_psql('postgres',
 	"SELECT visible_after FROM aion_wake.outbox WHERE dispatch_key = 'k2'");
 
-my $old_worker = $node->safe_psql('postgres', 'SELECT worker_pid FROM aion_wake.status');
+my $old_worker = aw_worker_pid($node);
 
 # a session parks k2 and is killed before it commits
-my $h = $node->background_psql('postgres', on_error_stop => 0);
-my $pid = $h->query_safe('SELECT pg_backend_pid()');
+my $h = aw_session($node);
 $h->query_safe('BEGIN');
 is($h->query_safe("SELECT aion_wake.park('k2', '2 hours')"), 't', 'k2 parked in an open transaction');
 is($node->safe_psql('postgres', "SELECT state FROM aion_wake.parked WHERE dispatch_key = 'k2'"),
 	'pending', 'its entry is pending');
-kill 'KILL', $pid;
+kill 'KILL', $h->{pid};
 $h->{run}->finish;
 
 # the server goes through crash recovery; the worker comes back and rebuilds
-ok( $node->poll_query_until('postgres',
-		"SELECT worker_pid IS NOT NULL AND worker_pid <> $old_worker FROM aion_wake.status"),
+ok(defined aw_wait_new_worker($node, $old_worker),
 	'a new worker runs after the crash restart');
 ok( $node->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM aion_wake.parked WHERE dispatch_key = 'k1' AND state = 'confirmed'"),
@@ -51,9 +45,7 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM aion_wake.outbox'), '3', '
 
 # and the rebuilt park still answers a pulse
 $node->safe_psql('postgres', "SELECT aion_wake.pulse('kp', 1)");
-ok( $node->poll_query_until('postgres',
-		"SELECT parked_at IS NULL AND visible_after <= clock_timestamp() FROM aion_wake.outbox WHERE dispatch_key = 'k1'"),
-	'a pulse re-offers the rebuilt park');
+ok(aw_wait_reoffered($node, 'k1'), 'a pulse re-offers the rebuilt park');
 
 $node->stop;
 done_testing();

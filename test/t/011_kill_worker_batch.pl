@@ -29,24 +29,16 @@
 use strict;
 use warnings;
 
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use AionWake::Test;
 
 my $lock_id = 7011;
 
-my $node = PostgreSQL::Test::Cluster->new('killbatch');
-$node->init;
 # the test framework turns restart_after_crash off; (a) needs it
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'aion_wake'\naion_wake.database = 'postgres'\n"
-	  . "restart_after_crash = on\n");
-$node->start;
-$node->safe_psql('postgres',
-	'CREATE EXTENSION aion_wake; CREATE EXTENSION pageinspect');
-ok( $node->poll_query_until(
-		'postgres', 'SELECT worker_pid IS NOT NULL FROM aion_wake.status'),
-	'the worker runs');
+my $node = aw_node('killbatch', conf => "restart_after_crash = on\n");
+$node->safe_psql('postgres', 'CREATE EXTENSION pageinspect');
+like(aw_worker_pid($node), qr/^\d+$/, 'the worker runs');
 
 # The trap.  A re-offer clears parked_at; the first such row in a transaction
 # goes through, every later one waits for the advisory lock.  The sequence
@@ -87,12 +79,6 @@ sub seen
 {
 	return $node->safe_psql('postgres',
 		'SELECT last_value FROM public.aw_test_seen');
-}
-
-sub worker_pid
-{
-	return $node->safe_psql('postgres',
-		'SELECT worker_pid FROM aion_wake.status');
 }
 
 # Wait until the worker $pid is caught by the trap, and check that one row
@@ -177,15 +163,11 @@ SELECT count(*) FILTER (WHERE parked_at IS NOT NULL
   FROM aion_wake.outbox WHERE topic = 'kb'}),
 	"$nkb|10",
 	"(a) $nkb rows parked for an hour, 10 of them with a failed attempt");
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = $nkb FROM aion_wake.parked WHERE topic = 'kb' AND state = 'confirmed'"
-	),
-	'(a) all parks are confirmed in the set');
+ok(aw_wait_confirmed($node, 'kb', $nkb), '(a) all parks are confirmed in the set');
 
-my $holder = $node->background_psql('postgres', on_error_stop => 0);
+my $holder = aw_session($node);
 $holder->query_safe("SELECT pg_advisory_lock($lock_id)");
-my $worker = worker_pid();
+my $worker = aw_worker_pid($node);
 like($worker, qr/^\d+$/, '(a) the worker has a pid');
 
 $node->safe_psql('postgres', "SELECT aion_wake.pulse('kb', $nkb)");
@@ -203,15 +185,9 @@ pass('(a) the server goes through a crash restart');
 # the session holding the advisory lock went down with the crash
 $holder->{run}->finish;
 
-ok( $node->poll_query_until(
-		'postgres', qq{
-SELECT worker_pid IS NOT NULL AND worker_pid <> $worker FROM aion_wake.status}),
+ok(defined aw_wait_new_worker($node, $worker),
 	'(a) a new worker runs after the crash restart');
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = $nkb FROM aion_wake.parked WHERE topic = 'kb' AND state = 'confirmed'"
-	),
-	'(a) the set is rebuilt');
+ok(aw_wait_confirmed($node, 'kb', $nkb), '(a) the set is rebuilt');
 
 # Nothing of the killed batch survived: every row keeps its park's fence,
 # parked_at and attempt, and none is lost.
@@ -260,17 +236,13 @@ SELECT count(*) FROM (SELECT aion_wake.enqueue('kt' || g, '{}', 'kt')
 SELECT count(*) FROM (SELECT aion_wake.park('kt' || g, '1 hour')
                         FROM generate_series(1, $nkt) g) p;
 });
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT count(*) = $nkt FROM aion_wake.parked WHERE topic = 'kt' AND state = 'confirmed'"
-	),
-	'(b) all parks are confirmed in the set');
+ok(aw_wait_confirmed($node, 'kt', $nkt), '(b) all parks are confirmed in the set');
 my $kt_parked = rows_of('kt');
 
-$holder = $node->background_psql('postgres', on_error_stop => 0);
+$holder = aw_session($node);
 $holder->query_safe("SELECT pg_advisory_lock($lock_id)");
 my $seen_before = seen();
-$worker = worker_pid();
+$worker = aw_worker_pid($node);
 $node->safe_psql('postgres', "SELECT aion_wake.pulse('kt', $nkt)");
 blocked_mid_batch($worker, '(b) the worker');
 is(seen(), $seen_before + 2,
@@ -279,14 +251,12 @@ is(seen(), $seen_before + 2,
 $log_offset = -s $node->logfile;
 is($node->safe_psql('postgres', "SELECT pg_terminate_backend($worker)"),
 	't', '(b) the worker is terminated');
-ok( $node->poll_query_until(
-		'postgres', qq{
-SELECT worker_pid IS NOT NULL AND worker_pid <> $worker FROM aion_wake.status}),
+ok(defined aw_wait_new_worker($node, $worker),
 	'(b) a new worker comes back');
 
 # The taken entries were restored with their slots: the new worker runs the
 # batch again by itself, and runs into the trap again.
-blocked_mid_batch(worker_pid(), '(b) with no new pulse, the new worker');
+blocked_mid_batch(aw_worker_pid($node), '(b) with no new pulse, the new worker');
 is($holder->query_safe('SELECT 1'),
 	'1', '(b) the session holding the lock survived: no crash restart');
 unlike(slurp_file($node->logfile, $log_offset),

@@ -25,22 +25,15 @@ use strict;
 use warnings;
 
 use IPC::Run;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use AionWake::Test;
 
 my $nrows = 300;
 my $clients = 4;
 
-my $node = PostgreSQL::Test::Cluster->new('immload');
-$node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'aion_wake'\naion_wake.database = 'postgres'\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
-ok( $node->poll_query_until(
-		'postgres', 'SELECT worker_pid IS NOT NULL FROM aion_wake.status'),
-	'the worker runs');
+my $node = aw_node('immload');
+like(aw_worker_pid($node), qr/^\d+$/, 'the worker runs');
 
 # The ledgers, and one step of a dispatcher.  r (1..100) picks the action.
 $node->safe_psql(
@@ -153,8 +146,7 @@ eval { $pgbench->finish; 1 } or $pgbench->kill_kill;
 note("pgbench stderr (tail): "
 	  . (length($stderr) > 600 ? substr($stderr, -600) : $stderr));
 
-ok( $node->poll_query_until(
-		'postgres', 'SELECT worker_pid IS NOT NULL FROM aion_wake.status'),
+ok(aw_wait_status($node, 'worker_pid IS NOT NULL'),
 	'a worker runs after the start');
 
 # -- the rows ---------------------------------------------------------------
@@ -211,9 +203,7 @@ SELECT count(*) FROM aion_wake.outbox
 my $nparked = $node->safe_psql('postgres',
 	'SELECT count(*) FROM aion_wake.outbox WHERE parked_at IS NOT NULL');
 cmp_ok($nparked, '>=', 20, 'rows are parked after the restart');
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT parked_confirmed = $nparked AND parked_pending = 0 FROM aion_wake.status"),
+ok(aw_wait_status($node, "parked_confirmed = $nparked AND parked_pending = 0"),
 	'the set holds as many confirmed parks as the table has parked rows');
 is( $node->safe_psql(
 		'postgres', q{

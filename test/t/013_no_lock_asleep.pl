@@ -21,18 +21,13 @@ use strict;
 use warnings;
 
 use IPC::Run;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(sleep);
+use AionWake::Test;
 
-my $node = PostgreSQL::Test::Cluster->new('asleep');
-$node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'aion_wake'\naion_wake.database = 'postgres'\nmax_connections = 40\n");
-$node->start;
+my $node = aw_node('asleep', conf => "max_connections = 40\n");
 $node->safe_psql('postgres', q{
-	CREATE EXTENSION aion_wake;
 	SELECT aion_wake.enqueue(g::text, '{}', 'h') FROM generate_series(1, 3) g;
 	CREATE FUNCTION stray_locks() RETURNS SETOF text LANGUAGE plpgsql AS $$
 	DECLARE
@@ -55,8 +50,7 @@ $node->safe_psql('postgres', q{
 	END
 	$$;
 });
-ok($node->poll_query_until('postgres', 'SELECT worker_pid IS NOT NULL FROM aion_wake.status'),
-	'the worker runs');
+like(aw_worker_pid($node), qr/^\d+$/, 'the worker runs');
 
 my $script = "$PostgreSQL::Test::Utils::tmp_check/asleep.sql";
 PostgreSQL::Test::Utils::append_to_file($script, q{

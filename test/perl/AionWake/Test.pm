@@ -4,9 +4,10 @@
 #
 # A cluster with aion_wake preloaded and a worker serving it, background
 # psql sessions that may block (a claim that waits, an UPDATE behind a
-# lock) while the test goes on, and the few queries on aion_wake.status
-# that most tests poll.  Tests wait for conditions (poll_query_until,
-# wait_for_log), never for a fixed time.
+# lock) while the test goes on, the queries on aion_wake.status that most
+# tests poll, and the few that say which rows of a topic are parked,
+# re-offered or confirmed in the set.  Tests wait for conditions
+# (poll_query_until, wait_for_log), never for a fixed time.
 #
 # Usage:
 #   use lib 'test/perl';      # (the Makefile's PROVE_FLAGS adds it)
@@ -14,6 +15,9 @@
 #   my $node = aw_node('name');                         # started, extension made
 #   my $node = aw_node('name', conf => "aion_wake.listen = off\n",
 #                      databases => 'postgres, other', create => 0);
+#   ok(aw_wait_status($node, 'listening'), 'the worker listens');
+#   aw_park_rows($node, 't', qw(k1 k2));                # parked for an hour
+#   ok(aw_wait_reoffered($node, 'k1'));  is(aw_still_parked($node, 't'), 'k2');
 #   my $s = aw_session($node);                          # $s->{pid}
 #   aw_start($s, "SELECT ... FROM aion_wake.claim('t', 1, '30s', '30s')");
 #   ok(!aw_done($s));   ... my ($out, $err) = aw_finish($s);
@@ -28,31 +32,46 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT = qw(aw_node aw_create_extension aw_session aw_start aw_done aw_finish aw_status
-  aw_worker_pid aw_wait_new_worker aw_poll_waiters);
+our @EXPORT = qw(aw_node aw_preload aw_create_extension aw_session aw_start aw_done
+  aw_finish aw_status aw_wait_status aw_worker_pid aw_wait_new_worker aw_poll_waiters
+  aw_park_rows aw_wait_reoffered aw_reoffered aw_still_parked aw_confirmed
+  aw_wait_confirmed);
 
 # A new cluster with aion_wake in shared_preload_libraries, started.
 # Options:
 #   databases  aion_wake.database (default 'postgres')
-#   conf       more postgresql.conf lines
+#   conf       more postgresql.conf lines (after aion_wake's: a line of its
+#              own for shared_preload_libraries wins)
 #   init       a hash ref of options for init() (allows_streaming, ...)
+#   preload    0: a cluster without aion_wake's lines, as a user who did not
+#              read the install notes has (default 1); aw_preload adds them
 #   create     make the extension in 'postgres' and wait for the worker
-#              (default 1)
+#              (default: as preload)
 sub aw_node
 {
 	my ($name, %opt) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init(%{ $opt{init} // {} });
-	my $dbs = $opt{databases} // 'postgres';
-	$node->append_conf('postgresql.conf',
-		"shared_preload_libraries = 'aion_wake'\naion_wake.database = '$dbs'\n"
-		  . ($opt{conf} // ''));
+	my $preload = $opt{preload} // 1;
+	aw_preload($node, $opt{databases}) if $preload;
+	$node->append_conf('postgresql.conf', $opt{conf}) if defined $opt{conf};
 	$node->start;
-	if ($opt{create} // 1)
+	if ($opt{create} // $preload)
 	{
 		aw_create_extension($node, 'postgres');
 	}
 	return $node;
+}
+
+# Preload aion_wake and serve $dbs (default 'postgres'): the two lines of
+# postgresql.conf the install notes give.  Takes effect at the next start.
+sub aw_preload
+{
+	my ($node, $dbs) = @_;
+	$dbs //= 'postgres';
+	$node->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'aion_wake'\naion_wake.database = '$dbs'\n");
+	return;
 }
 
 # CREATE EXTENSION aion_wake in a served database, and wait until its
@@ -131,6 +150,16 @@ sub aw_status
 		"SELECT $col FROM aion_wake.status");
 }
 
+# Poll until $cond, an expression over aion_wake.status's columns, is true
+# ("listening", "worker_pid IS NOT NULL", "parked_pending = 0"); returns
+# what poll_query_until does: true once it holds, false at the timeout.
+sub aw_wait_status
+{
+	my ($node, $cond, $db) = @_;
+	return $node->poll_query_until($db // 'postgres',
+		"SELECT $cond FROM aion_wake.status");
+}
+
 sub aw_worker_pid
 {
 	my ($node, $db) = @_;
@@ -155,6 +184,85 @@ sub aw_poll_waiters
 	ok( $node->poll_query_until(
 			$db // 'postgres', "SELECT waiters = $n FROM aion_wake.status"),
 		$what);
+}
+
+# Enqueue rows of a topic and park each for an hour, each park in a
+# transaction of its own (psql runs each statement in its own transaction),
+# so that parked_at follows the order given.
+sub aw_park_rows
+{
+	my ($node, $topic, @keys) = @_;
+	my $sql = '';
+	foreach my $k (@keys)
+	{
+		$sql .= "SELECT aion_wake.enqueue('$k', '{}', '$topic');\n";
+		$sql .= "SELECT aion_wake.park('$k', '1 hour');\n";
+	}
+	$node->safe_psql('postgres', $sql);
+	return;
+}
+
+# Poll until the row $key is re-offered: no longer parked and visible now.
+# Returns what poll_query_until does.
+sub aw_wait_reoffered
+{
+	my ($node, $key, $db) = @_;
+	return $node->poll_query_until(
+		$db // 'postgres', qq{
+SELECT parked_at IS NULL AND visible_after <= clock_timestamp()
+  FROM aion_wake.outbox WHERE dispatch_key = '$key'});
+}
+
+
+# Poll until the parked set holds $n confirmed entries of $topic (after a
+# rebuild, or once parks have committed).  Returns what poll_query_until
+# does.
+sub aw_wait_confirmed
+{
+	my ($node, $topic, $n) = @_;
+	return $node->poll_query_until('postgres', qq{
+SELECT count(*) = $n FROM aion_wake.parked
+ WHERE topic = '$topic' AND state = 'confirmed'});
+}
+
+# The keys of a topic's rows in one state, sorted and comma-separated (''
+# for none), for comparing with the keys expected:
+#   aw_reoffered     re-offered: no longer parked, and visible now
+#   aw_still_parked  parked: parked_at set, fence still more than 50
+#                    minutes ahead (the parks of these tests are for an hour)
+#   aw_confirmed     confirmed entries of the parked set, no backend's own
+sub aw_reoffered
+{
+	my ($node, $topic) = @_;
+	return keys_where($node, 'aion_wake.outbox', qq{
+topic = '$topic' AND parked_at IS NULL
+   AND visible_after <= clock_timestamp()});
+}
+
+sub aw_still_parked
+{
+	my ($node, $topic) = @_;
+	return keys_where($node, 'aion_wake.outbox', qq{
+topic = '$topic' AND parked_at IS NOT NULL
+   AND visible_after > clock_timestamp() + interval '50 minutes'});
+}
+
+sub aw_confirmed
+{
+	my ($node, $topic) = @_;
+	return keys_where($node, 'aion_wake.parked', qq{
+topic = '$topic' AND state = 'confirmed' AND owner_pid IS NULL});
+}
+
+# SELECT the sorted, comma-separated keys of $from WHERE $where.
+sub keys_where
+{
+	my ($node, $from, $where) = @_;
+	return $node->safe_psql(
+		'postgres', qq{
+SELECT coalesce(string_agg(dispatch_key, ',' ORDER BY dispatch_key), '')
+  FROM $from
+ WHERE $where});
 }
 
 1;
