@@ -239,8 +239,8 @@ is($d->query_safe("SELECT count(*) FROM aion_wake.outbox WHERE topic = 'pc'"),
 # --- (d) PgBouncer's query_timeout cuts a blocked claim -----------------------
 
 # A claim must wait less than query_timeout; this one waits 5 minutes
-# against 2 s.  (The pool's own default here is 0, no timeout.)
-$pool->safe_psql('pgbouncer', 'SET query_timeout = 2');
+# against 5 s.  (The pool's own default here is 0, no timeout.)
+$pool->safe_psql('pgbouncer', 'SET query_timeout = 5');
 my $log_offset = -s $node->logfile;
 my ($cut_out, $cut_err) = ('', '');
 my $t0 = time;
