@@ -34,7 +34,8 @@
 #
 # The Node example's pg comes from the npm registry: this script runs
 # `npm install` in examples/ (examples/package.json; node_modules is not
-# committed).  The Python one needs Debian's python3-psycopg2.
+# committed).  The Python one needs Debian's python3-psycopg2 (run with
+# /usr/bin/python3 unless EXAMPLES_PYTHON names another interpreter).
 #
 # Run as root (the server then runs as postgres) or as postgres.
 
@@ -176,12 +177,18 @@ run_example() {
 for ex in "${EXAMPLES[@]}"; do
 	case $ex in
 	python)
-		if ! python3 -c 'import psycopg2' 2>/dev/null; then
+		# Debian's python3-psycopg2 is for Debian's python3, which another
+		# python3 earlier in PATH (pyenv, a venv) may hide
+		py=
+		for p in ${EXAMPLES_PYTHON:-} /usr/bin/python3 python3; do
+			if "$p" -c 'import psycopg2' 2>/dev/null; then py=$p; break; fi
+		done
+		if [ -z "$py" ]; then
 			echo "python  cannot run: python3 with psycopg2 is needed (apt-get install python3-psycopg2): FAIL"
 			FAILED=$((FAILED + 1))
 			continue
 		fi
-		run_example python python3 "$ROOT/examples/dispatcher.py"
+		run_example python "$py" "$ROOT/examples/dispatcher.py"
 		;;
 	node)
 		if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
