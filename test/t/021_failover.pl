@@ -10,11 +10,11 @@
 # lease_token, an hour's back-off: only a pulse brings the row back in
 # time), accepts (complete with the token and pulse(topic, 1) for the
 # freed slot) or fails (fail, or dead_letter after two attempts); a claim
-# that finds nothing pulses 8 slots (an idle consumer has its slots free).  Each park and
-# complete writes a ledger row in its own transaction (aw_parks, aw_done,
-# with the port of the server that committed it), and after each COMMIT
-# that returned, pgbench appends the outcome to a client-side log: what
-# was acknowledged.
+# that finds nothing pulses 8 slots (an idle consumer has its slots free).
+# Each park and complete writes a ledger row in the same transaction
+# (aw_parks, aw_done, with the port of the server that committed it), and
+# after each commit that returned, pgbench appends the outcome to a
+# client-side log: what was acknowledged.
 #
 # The dispatchers' connection string lists both servers with
 # target_session_attrs=read-write, as a real dispatcher's would.  Mid-load
