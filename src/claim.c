@@ -577,10 +577,11 @@ aw_claim_wait(AwClaim *c, int64 wait)
 
 			ResetLatch(MyLatch);
 			ready = aw_waiter_rearm();
-			if (first)
+			/* the first probe, a fence or the deadline passing: look at all */
+			if (first || ready == 0)
 				ready = all;
 			first = false;
-			if (ready != 0 && aw_claim_probe(c, ready, &unused))
+			if (aw_claim_probe(c, ready, &unused))
 				break;
 			now = GetCurrentTimestamp();
 			if (now >= deadline)

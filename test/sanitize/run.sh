@@ -303,7 +303,7 @@ if [ "$TAP_SEL" != 0 ]; then
 	# picked and locked by PostgreSQL::Test::Cluster under $W/tap.
 	(cd "$S" && TESTDIR="$W/tap" PATH="$RBIN:$PATH" \
 		PG_REGRESS="$RLIB/lib/pgxs/src/test/regress/pg_regress" \
-		prove -I "$RLIB/lib/pgxs/src/test/perl" "${taps[@]}") \
+		prove -I "$RLIB/lib/pgxs/src/test/perl" -I "$S/test/perl" "${taps[@]}") \
 		>"$OUT/tap.out" 2>&1 || rc=$?
 	if [ $rc -ne 0 ]; then
 		cat "$OUT/tap.out"

@@ -25,7 +25,7 @@ $node->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'"),
-	'1.0',
+	'1.1',
 	'CREATE EXTENSION succeeds without shared_preload_libraries');
 
 # Run one statement with verbose errors, so stderr carries the SQLSTATE.
@@ -44,6 +44,9 @@ foreach my $sql (
 	"SELECT * FROM aion_wake.status",
 	"SELECT aion_wake.park('k')",
 	"SELECT * FROM aion_wake.claim()",
+	"SELECT * FROM aion_wake.claim(ARRAY['a', 'b'])",
+	"SELECT aion_wake.set_limit('a', 1)",
+	"SELECT * FROM aion_wake.topics",
 	"SELECT * FROM aion_wake.parked")
 {
 	my ($ret, $stderr) = verbose_psql($sql);

@@ -101,7 +101,7 @@ is(scalar(@bad), 0, 'no plan scans aion_wake.outbox other than by index')
 # each kind of statement was among them (whitespace as in the source)
 for my $what (
 	'UPDATE aion_wake.outbox o SET visible_after = \$3, parked_at = NULL',
-	'WITH c AS \(SELECT dispatch_key, visible_after AS old_fence',
+	'WITH q AS \(SELECT \* FROM ROWS FROM',
 	'WITH b AS \(SELECT visible_after, parked_at FROM aion_wake.outbox',
 	'SELECT pg_catalog.count\(\*\) FROM \(',
 	'SELECT pg_catalog.min\(visible_after\) FROM aion_wake.outbox')
