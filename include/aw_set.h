@@ -124,6 +124,7 @@ typedef struct AwTakeBatch
 	int			max;			/* room in takes[] and outcomes[] */
 	int			n;				/* candidates taken */
 	int			slots;			/* rows this round may move */
+	int			slot_cap;		/* take at most this many slots; 0: all */
 	bool		settled;
 	AwTake	   *takes;
 	AwTakeOutcome *outcomes;
@@ -231,7 +232,16 @@ extern void aw_set_unreserve(const char *topic, int32 n);
 extern void aw_set_leases_open(const AwLiveLease *leases, int n);
 extern void aw_set_leases_commit(const AwLiveLease *leases, int n);
 extern void aw_set_leases_rollback(const AwLiveLease *leases, int n);
-extern bool aw_set_lease_release(const char *key, int64 token, char *topic);
+/* what aw_set_lease_release did */
+#define AW_RELEASE_NONE		0	/* no such live lease */
+#define AW_RELEASE_FREED	1	/* its slot is free */
+#define AW_RELEASE_PASSED	2	/* its successor holds the slot */
+
+extern int	aw_set_lease_release(const char *key, int64 token, char *topic);
+extern bool aw_set_lease_hand_off(const char *key, int64 token);
+extern void aw_set_lease_take_back(const char *key, int64 token);
+extern void aw_set_lease_link(const char *pred_key, int64 pred_token,
+							  const char *succ_key, int64 succ_token);
 extern int	aw_set_expire_leases(TimestampTz now, AwReleased *out, int max_out,
 								 TimestampTz *next);
 extern int32 aw_set_free_slots(const char *topic);

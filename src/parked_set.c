@@ -105,6 +105,7 @@ typedef struct AwTopic
 	int32		reserved;		/* slots claims in progress reserved */
 	int32		n_leases;		/* lease records: live leases */
 	int32		untracked;		/* live leases the pool had no room for */
+	int32		handoffs;		/* slots two leases of a hand-off share */
 	TimestampTz untracked_until;	/* ... released together at this time */
 	int32		limit_pins;		/* set_limit() calls not yet ended */
 	dlist_head	leases;			/* its lease records */
@@ -149,6 +150,8 @@ typedef struct AwLease
 	int64		token;			/* the claim's lease_token */
 	TimestampTz ends;
 	int32		open_pid;		/* the claiming backend, until its commit */
+	bool		handed;			/* settling, its slot passed to a successor */
+	struct AwLease *partner;	/* the other lease of a hand-off pair */
 	AwHeapNode	end_node;		/* in AwShared.lease_ends */
 	dlist_node	topic_node;		/* in its topic's leases */
 } AwLease;
@@ -385,6 +388,7 @@ aw_topic_find(Oid dbid, const char *name, bool create)
 		t->n_leases = 0;
 		t->untracked = 0;
 		t->untracked_until = 0;
+		t->handoffs = 0;
 		t->limit_pins = 0;
 		dlist_init(&t->leases);
 		aw_topic_update_quiet(t);
@@ -1074,7 +1078,9 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 {
 	int			n = 0;
 	uint64		k = 0;			/* slots of this round */
-	uint64		avail;
+	uint64		cap = b->slot_cap > 0 ? (uint64) b->slot_cap : PG_UINT64_MAX;
+	uint64		avail;			/* counter slots this round may use */
+	uint64		used = 0;		/* ... and has used */
 	bool		exhausted = true;
 	dlist_mutable_iter iter;
 
@@ -1087,7 +1093,7 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 	{
 		AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
 
-		if (n >= b->max)
+		if (n >= b->max || k >= cap)
 			break;
 		if (e->fence <= now)
 		{
@@ -1100,19 +1106,14 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 			k++;
 		}
 	}
-	avail = t->slots;
+	avail = Min(t->slots, cap - Min(k, cap));
 
 	/* 1. confirmed entries, oldest park first */
 	dlist_foreach_modify(iter, &t->confirmed[AW_KIND_FENCED])
 	{
 		AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
 
-		if (avail == 0 && (k == 0 || n >= want))
-		{
-			exhausted = false;
-			break;
-		}
-		if (n >= b->max)
+		if ((used == avail && (k == 0 || n >= want)) || n >= b->max)
 		{
 			exhausted = false;
 			break;
@@ -1125,35 +1126,38 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 			continue;
 		}
 		aw_take_entry(e, &b->takes[n++]);
-		if (avail > 0)
+		if (used < avail)
 		{
-			avail--;
+			used++;
 			k++;
 		}
 	}
 
-	if (exhausted && avail > 0)
+	/* steps 2 and 3 spend all the topic's slots, so only without a cap */
+	if (exhausted && used < avail && b->slot_cap == 0)
 	{
+		uint64		left = avail - used;
+
 		/* 2. slots left: mark pending parks woken, oldest first */
 		dlist_foreach_modify(iter, &t->pending[AW_KIND_FENCED])
 		{
 			AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
 
-			if (avail == 0)
+			if (left == 0)
 				break;
 			if (!e->woken)
 			{
 				e->woken = true;
-				avail--;
+				left--;
 			}
 		}
 
 		/* 3. slots still left become a short-lived credit */
-		if (avail > 0 && aw_pulse_credit_ms > 0)
+		if (left > 0 && aw_pulse_credit_ms > 0)
 		{
 			if (t->credit_until <= now)
 				t->credit = 0;
-			t->credit = (t->credit > PG_UINT64_MAX - avail) ? PG_UINT64_MAX : t->credit + avail;
+			t->credit = (t->credit > PG_UINT64_MAX - left) ? PG_UINT64_MAX : t->credit + left;
 			t->credit_until = now + (int64) aw_pulse_credit_ms * 1000;
 			/* credited last: the quiet list stays in credit order */
 			if (t->quiet)
@@ -1162,9 +1166,9 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 				dlist_push_tail(&aw_shared->quiet, &t->quiet_node);
 			}
 		}
-		avail = 0;
+		used = avail;
 	}
-	t->slots = avail;
+	t->slots -= used;
 	/* due entries waiting to be retried keep the topic on the work list */
 	if (t->in_work && t->slots == 0 && dlist_is_empty(&t->due))
 	{
@@ -1758,11 +1762,14 @@ aw_set_take_unfenced(const char *topic, int64 *want, AwUnfencedTake *out,
  * ---------------------------------------------------------------------
  */
 
-/* Slots of a limited topic in use. */
+/*
+ * Slots of a limited topic in use.  The two leases of a hand-off (a lease
+ * settled by the transaction that holds its successor) share one slot.
+ */
 static inline int64
 aw_topic_used(AwTopic *t)
 {
-	return (int64) t->n_leases + t->reserved + t->untracked;
+	return (int64) t->n_leases + t->reserved + t->untracked - t->handoffs;
 }
 
 static void
@@ -1773,18 +1780,35 @@ aw_lease_key_init(AwLeaseKey *k, Oid dbid, const char *key)
 	strlcpy(k->key, key, sizeof(k->key));
 }
 
-/* Drop a lease record; its slot is free.  Caller holds the set lock. */
-static void
+/*
+ * Drop a lease record.  Returns true when its slot is free; false when the
+ * lease was one of a hand-off pair (or handed to a successor still to
+ * come), and the other keeps the slot: the slot is released only when both
+ * leases are over.  Caller holds the set lock.
+ */
+static bool
 aw_lease_remove(AwLease *l)
 {
 	AwTopic    *t = l->topic;
+	bool		freed = !(l->handed || l->partner != NULL);
 
+	if (l->handed)
+		t->handoffs--;			/* the predecessor: the successor keeps it */
+	else if (l->partner != NULL)
+	{
+		/* the successor: the slot goes back to the predecessor */
+		l->partner->handed = false;
+		t->handoffs--;
+	}
+	if (l->partner != NULL)
+		l->partner->partner = NULL;
 	if (l->end_node.index >= 0)
 		aw_heap_remove(&aw_shared->lease_ends, &l->end_node);
 	dlist_delete(&l->topic_node);
 	t->n_leases--;
 	hash_search(aw_leases, &l->key, HASH_REMOVE, NULL);
 	aw_topic_update_quiet(t);
+	return freed;
 }
 
 /*
@@ -1806,14 +1830,13 @@ aw_lease_add(AwTopic *t, const char *key, int64 token, TimestampTz ends,
 	l = hash_search(aw_leases, &k, HASH_ENTER_NULL, &found);
 	if (l != NULL && found)
 	{
+		AwLeaseKey	same = l->key;
+
 		if (l->token == token)
 			return;				/* already recorded (a reload) */
 		aw_shared->counters.leases_expired++;
-		l->topic->n_leases--;
-		dlist_delete(&l->topic_node);
-		if (l->end_node.index >= 0)
-			aw_heap_remove(&aw_shared->lease_ends, &l->end_node);
-		aw_topic_update_quiet(l->topic);
+		(void) aw_lease_remove(l);
+		l = hash_search(aw_leases, &same, HASH_ENTER_NULL, &found);
 	}
 	if (l == NULL)
 	{
@@ -1826,6 +1849,8 @@ aw_lease_add(AwTopic *t, const char *key, int64 token, TimestampTz ends,
 	l->token = token;
 	l->ends = ends;
 	l->open_pid = open_pid;
+	l->handed = false;
+	l->partner = NULL;
 	l->end_node.at = ends;
 	l->end_node.seq = aw_shared->next_seq++;
 	l->end_node.index = -1;
@@ -1946,34 +1971,111 @@ aw_set_leases_rollback(const AwLiveLease *leases, int n)
 		AwLease    *l = aw_lease_find(leases[i].key);
 
 		if (l != NULL && l->token == leases[i].token && l->open_pid == MyProcPid)
-			aw_lease_remove(l);
+			(void) aw_lease_remove(l);
 	}
 	LWLockRelease(aw_shared->lock);
 }
 
 /*
  * A settle of a row committed: release its lease, if the row still has
- * the lease that carried token.  Returns true, with the topic's name in
- * topic (AW_TOPIC_MAXLEN + 1 bytes), when a slot was released -- exactly
- * once: a lease that expired, or was released before, has no record.
- * Never raises.
+ * the lease that carried token.  Returns AW_RELEASE_FREED, with the topic's
+ * name in topic (AW_TOPIC_MAXLEN + 1 bytes), when a slot was released --
+ * exactly once: a lease that expired, or was released before, has no
+ * record (AW_RELEASE_NONE); AW_RELEASE_PASSED when the lease handed its
+ * slot to a successor that still holds it.  Never raises.
  */
-bool
+int
 aw_set_lease_release(const char *key, int64 token, char *topic)
 {
 	AwLease    *l;
-	bool		released = false;
+	int			r = AW_RELEASE_NONE;
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	l = aw_lease_find(key);
 	if (l != NULL && l->token == token)
 	{
 		strlcpy(topic, l->topic->key.name, AW_TOPIC_MAXLEN + 1);
-		aw_lease_remove(l);
-		released = true;
+		r = aw_lease_remove(l) ? AW_RELEASE_FREED : AW_RELEASE_PASSED;
 	}
 	LWLockRelease(aw_shared->lock);
-	return released;
+	return r;
+}
+
+/*
+ * The zero-gap hand-off: the transaction that settles a lease takes the
+ * next row of its topic, and the slot passes from the old lease to the new
+ * one without ever being free.  Mark the lease (token) handed and reserve
+ * its slot for the successor -- only while the topic is not over its limit
+ * (after a lowering, the slot is released instead).  Returns false when no
+ * slot passes (no such live lease, or over the limit).
+ */
+bool
+aw_set_lease_hand_off(const char *key, int64 token)
+{
+	AwLease    *l;
+	bool		passed = false;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	l = aw_lease_find(key);
+	if (l != NULL && l->token == token && !l->handed && l->partner == NULL &&
+		aw_topic_used(l->topic) <= l->topic->max_in_flight)
+	{
+		l->handed = true;
+		l->topic->handoffs++;
+		l->topic->reserved++;
+		passed = true;
+	}
+	LWLockRelease(aw_shared->lock);
+	return passed;
+}
+
+/*
+ * The hand-off's successor: link the new lease (succ) to the one handed
+ * (pred), or, when the claim took no row (succ NULL), take the hand-off
+ * back: the old lease keeps its slot.  The reserved slot is the claim's to
+ * turn into the lease or give back (aw_set_leases_open, aw_set_unreserve).
+ */
+void
+aw_set_lease_take_back(const char *key, int64 token)
+{
+	AwLease    *l;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	l = aw_lease_find(key);
+	if (l != NULL && l->token == token && l->handed && l->partner == NULL)
+	{
+		l->handed = false;
+		l->topic->handoffs--;
+	}
+	LWLockRelease(aw_shared->lock);
+}
+
+/* Pair the handed lease (pred) with its successor (succ).  See above. */
+void
+aw_set_lease_link(const char *pred_key, int64 pred_token, const char *succ_key,
+				  int64 succ_token)
+{
+	AwLease    *pred;
+	AwLease    *succ;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	pred = aw_lease_find(pred_key);
+	succ = aw_lease_find(succ_key);
+	if (pred != NULL && pred->token == pred_token && pred->handed &&
+		pred->partner == NULL && succ != NULL && succ->token == succ_token &&
+		succ->partner == NULL)
+	{
+		pred->partner = succ;
+		succ->partner = pred;
+	}
+	else if (pred != NULL && pred->token == pred_token && pred->handed &&
+			 pred->partner == NULL)
+	{
+		/* the successor is gone already: the old lease keeps the slot */
+		pred->handed = false;
+		pred->topic->handoffs--;
+	}
+	LWLockRelease(aw_shared->lock);
 }
 
 /*
@@ -1997,9 +2099,9 @@ aw_set_expire_leases(TimestampTz now, AwReleased *out, int max_out, TimestampTz 
 
 		out[count].dbid = l->key.dbid;
 		strlcpy(out[count].topic, l->topic->key.name, sizeof(out[count].topic));
-		count++;
 		aw_shared->counters.leases_expired++;
-		aw_lease_remove(l);
+		if (aw_lease_remove(l))
+			count++;			/* a hand-off's partner keeps the slot */
 	}
 	n = aw_heap_top(&aw_shared->lease_ends);
 	*next = n ? n->at : 0;
@@ -2155,7 +2257,7 @@ aw_topic_apply_limit(AwTopic *t, int32 max_in_flight, const AwLiveLease *leases,
 	if (max_in_flight == 0)
 	{
 		while (!dlist_is_empty(&t->leases))
-			aw_lease_remove(dlist_head_element(AwLease, topic_node, &t->leases));
+			(void) aw_lease_remove(dlist_head_element(AwLease, topic_node, &t->leases));
 		t->untracked = 0;
 		t->max_in_flight = 0;
 		return -1;

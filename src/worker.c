@@ -759,9 +759,7 @@ aw_worker_leave_if_asked(void)
 {
 	if (aw_slot->ddl_pid == 0)
 		return;
-	ereport(LOG,
-			(errmsg("aion_wake worker is leaving database \"%s\"", aw_slot->dbname),
-			 errdetail("The database is being dropped or renamed.")));
+	/* the worker started next says it waits, with why: one LOG line */
 	aw_listen_disconnect("the database is being dropped or renamed");
 	proc_exit(1);
 }

@@ -443,7 +443,8 @@ aw_level_commit(AwLevel *l)
 				aw_set_leases_commit(r->leases, r->n_leases);
 				break;
 			case AW_REC_SETTLE:
-				if (r->limited && aw_set_lease_release(r->key, r->token, topic))
+				if (r->limited &&
+					aw_set_lease_release(r->key, r->token, topic) == AW_RELEASE_FREED)
 				{
 					/* a released slot wakes one claimer; unless park, a pulse */
 					if (r->pulse && aw_set_add_slots(topic, 1, true))
