@@ -19,8 +19,10 @@
 #   aw_park_rows($node, 't', qw(k1 k2));                # parked for an hour
 #   ok(aw_wait_reoffered($node, 'k1'));  is(aw_still_parked($node, 't'), 'k2');
 #   my $s = aw_session($node);                          # $s->{pid}
+#   my $w = aw_waiter($node);     # a session for a claim that will block
 #   aw_start($s, "SELECT ... FROM aion_wake.claim('t', 1, '30s', '30s')");
 #   ok(!aw_done($s));   ... my ($out, $err) = aw_finish($s);
+#   ok(aw_poll_for($node, 'postgres', 'SELECT ...', 30), 'soon');
 
 package AionWake::Test;
 
@@ -31,11 +33,12 @@ use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes ();
 
 our @EXPORT = qw(aw_node aw_preload aw_create_extension aw_session aw_start aw_done
   aw_finish aw_status aw_wait_status aw_worker_pid aw_wait_new_worker aw_poll_waiters
   aw_park_rows aw_wait_reoffered aw_reoffered aw_still_parked aw_confirmed
-  aw_wait_confirmed);
+  aw_wait_confirmed aw_poll_for aw_waiter);
 
 # A new cluster with aion_wake in shared_preload_libraries, started.
 # Options:
@@ -99,6 +102,32 @@ sub aw_session
 	my $pid = $h->query_safe('SELECT pg_backend_pid()');
 	chomp $pid;
 	$h->{pid} = $pid;
+	return $h;
+}
+
+# A session for one claim that will block, with no timer armed that could
+# set its latch.  A backend that goes idle with statistics it may not flush
+# yet (its last flush was less than 1 s ago) arms a timer to flush them
+# 10 s later, and on 15 leaves it armed while its next statement runs: the
+# timer's handler sets the latch, so a claim blocked then wakes, probes and
+# finds a row it was never woken for, and a lost wake looks like one 10 s
+# late.  The first idle of a backend flushes and arms nothing, so this
+# session runs no statement before the one given to aw_start (its pid is
+# looked up by application_name); use it for one blocking claim only.
+my $waiter_seq = 0;
+
+sub aw_waiter
+{
+	my ($node, $db) = @_;
+	my $name = 'aw_waiter_' . ++$waiter_seq;
+	my $h;
+	{
+		local $ENV{PGAPPNAME} = $name;
+		$h = $node->background_psql($db // 'postgres', on_error_stop => 0);
+	}
+	$h->{pid} = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE application_name = '$name'");
+	die "no backend for $name" unless $h->{pid} =~ /^\d+$/;
 	return $h;
 }
 
@@ -263,6 +292,27 @@ sub keys_where
 SELECT coalesce(string_agg(dispatch_key, ',' ORDER BY dispatch_key), '')
   FROM $from
  WHERE $where});
+}
+
+# Poll a query until it returns $expected ('t' by default) or $secs seconds
+# have passed; return whether it did.  For what must happen promptly, where
+# poll_query_until's 180 s would only slow down the report of a failure,
+# and for the short windows in which a negative check looks for something
+# that must not happen.  Says nothing when the time runs out: the caller's
+# ok() does.
+sub aw_poll_for
+{
+	my ($node, $db, $sql, $secs, $expected) = @_;
+	my $end = Time::HiRes::time() + $secs;
+
+	$expected //= 't';
+	for (;;)
+	{
+		my ($ret, $out) = $node->psql($db, $sql);
+		return 1 if $ret == 0 && $out eq $expected;
+		return 0 if Time::HiRes::time() >= $end;
+		Time::HiRes::usleep(100_000);
+	}
 }
 
 1;
