@@ -23,7 +23,8 @@
 typedef struct AwFenceCheck
 {
 	char		topic[AW_TOPIC_MAXLEN + 1];
-	int			waiters;		/* count visible rows up to this many */
+	TimestampTz checked_upto;	/* rows whose fence is past this are new */
+	int			waiters;		/* count them up to this many */
 } AwFenceCheck;
 
 extern Size aw_waiters_shmem_size(void);
@@ -39,14 +40,15 @@ extern uint64 aw_waiter_leave(uint64 unused);
 
 /* the wakers' side; both are cheap when nobody waits and never raise */
 extern int64 aw_waiters_wake(Oid dbid, const char *topic, int64 rows);
-extern void aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence);
+extern void aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence,
+								  int64 rows);
 extern void aw_waiters_wake_for(AwWake wake, Oid dbid, const char *topic);
 extern uint64 aw_waiters_ready_gen(Oid dbid, const char *topic);
 
 /* the worker's side */
 extern int	aw_waiters_due_fences(TimestampTz now, AwFenceCheck *out, int max_out);
-extern void aw_waiters_fence_result(const char *topic, int64 visible_rows,
-									TimestampTz next_fence);
+extern void aw_waiters_fence_result(const char *topic, TimestampTz upto,
+									int64 visible_rows, TimestampTz next_fence);
 extern TimestampTz aw_waiters_next_fence(void);
 
 /* for the views */

@@ -23,14 +23,14 @@
  *	  Rows also become claimable when a fence passes (a delayed enqueue, a
  *	  back-off, an expired lease).  Nobody commits at that moment, so the
  *	  worker keeps, per topic with waiters, the next fence that could make
- *	  a row visible, and sleeps until it.  Then it counts the rows of the
- *	  topic that are visible (up to the number of its waiters) and wakes as
- *	  many waiters as that count exceeds those already woken: a look at the
- *	  level, not at what changed since the last look, so a row whose fence
- *	  passed before its transaction committed, or while the worker was
- *	  busy, is counted all the same.  Writers lower the next fence at
- *	  COMMIT, and a fence that has already passed by then makes the worker
- *	  look at once.
+ *	  a row visible, and sleeps until it.  Then it counts the rows whose
+ *	  fence passed since its last look at the topic (the first look counts
+ *	  from the moment the topic's first waiter registered: older rows its
+ *	  probe saw) and wakes that many waiters -- one per row, never one for a
+ *	  row that was visible but locked before.  Writers tell the worker of
+ *	  their fences at COMMIT; a transaction that commits after the worker
+ *	  has looked past its fence (a fence that passed before the commit, or
+ *	  while the worker was busy) wakes the waiters for its rows itself.
  *
  *	  Everything here is guarded by the second LWLock of the "aion_wake"
  *	  tranche; nothing raises while holding it.
@@ -74,6 +74,8 @@ typedef struct AwWaitTopic
 	int			n_ready;		/* woken and not yet back in the queue */
 	uint64		ready_gen;		/* the last readiness event of the topic */
 	TimestampTz next_fence;		/* 0: unknown; DT_NOEND: none */
+	TimestampTz checked_upto;	/* rows whose fence is past this are new */
+	bool		checking;		/* the worker is counting them */
 	TimestampTz hint_since;		/* lowest hint since the worker looked */
 } AwWaitTopic;
 
@@ -175,6 +177,9 @@ aw_wait_topic_find(Oid dbid, const char *name, HASHACTION action)
 		t->n_ready = 0;
 		t->ready_gen = ++aw_wait->next_ready_gen;
 		t->next_fence = 0;
+		/* the registering waiter's probe sees every row visible now */
+		t->checked_upto = GetCurrentTimestamp();
+		t->checking = false;
 		t->hint_since = DT_NOEND;
 	}
 	return t;
@@ -431,16 +436,20 @@ aw_waiters_wake_for(AwWake wake, Oid dbid, const char *topic)
 }
 
 /*
- * A row of a topic was given a fence in the future (at COMMIT): if it is
- * earlier than the next fence the worker knows of, lower that and wake the
- * worker so it sleeps until the new one.  In a database no worker serves,
- * wake one waiter instead, which then sleeps no longer than that fence.
+ * rows rows of a topic were given fences, the earliest of them fence, by a
+ * transaction that has just committed.  If the worker is looking at the
+ * topic now, or has looked past that fence already, it will not count
+ * them: wake as many waiters here.  Otherwise, if the fence is earlier
+ * than the next one the worker knows of, lower that and wake the worker so
+ * it sleeps until the new one.  In a database no worker serves, wake one
+ * waiter instead, which then sleeps no longer than the fence.
  */
 void
-aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence)
+aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence, int64 rows)
 {
 	AwWaitTopic *t;
 	bool		lowered = false;
+	int64		now_ready = 0;
 	int			procno;
 	int			n = 0;
 
@@ -453,6 +462,8 @@ aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence)
 		/* no worker: wake one waiter to shorten its own sleep to the fence */
 		(void) aw_wait_topic_take(t, 1, &procno, 1, &n);
 	}
+	else if (t != NULL && (t->checking || fence <= t->checked_upto))
+		now_ready = rows;
 	else if (t != NULL)
 	{
 		if (fence < t->hint_since)
@@ -465,15 +476,17 @@ aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence)
 	}
 	LWLockRelease(aw_wait->lock);
 	aw_wake_procs(&procno, n);
+	if (now_ready > 0)
+		aw_waiters_wake(dbid, topic, now_ready);
 	if (lowered)
 		aw_wake_worker(dbid);
 }
 
 /*
  * The worker: topics of its database with waiters whose next fence is
- * unknown or has passed, at most max_out of them, with the number of
- * waiters of each (how many visible rows are worth counting).  Starts a new
- * hint window for each.
+ * unknown or has passed, at most max_out of them, with the time since
+ * which rows are new and the number of waiters of each (how many rows are
+ * worth counting).  Starts a new hint window for each.
  */
 int
 aw_waiters_due_fences(TimestampTz now, AwFenceCheck *out, int max_out)
@@ -488,10 +501,13 @@ aw_waiters_due_fences(TimestampTz now, AwFenceCheck *out, int max_out)
 	hash_seq_init(&status, aw_wait_topics);
 	while ((t = (AwWaitTopic *) hash_seq_search(&status)) != NULL)
 	{
-		if (t->key.dbid != MyDatabaseId || (t->next_fence != 0 && t->next_fence > now))
+		if (t->key.dbid != MyDatabaseId ||
+			(t->next_fence != 0 && t->next_fence > now))
 			continue;
 		strlcpy(out[n].topic, t->key.name, sizeof(out[n].topic));
+		out[n].checked_upto = t->checked_upto;
 		out[n].waiters = t->n_waiters;
+		t->checking = true;
 		t->hint_since = DT_NOEND;
 		if (++n >= max_out)
 		{
@@ -504,26 +520,27 @@ aw_waiters_due_fences(TimestampTz now, AwFenceCheck *out, int max_out)
 }
 
 /*
- * The worker looked at a topic: visible_rows rows are claimable (counted up
- * to the number of waiters), and next_fence (DT_NOEND for none) is the next
- * fence ahead.  Wake as many queued waiters as the visible rows exceed the
- * waiters already woken.  A hint that came in while it looked still counts.
+ * The worker looked at a topic: visible_rows rows became claimable between
+ * the last look and upto (counted up to the number of waiters), and
+ * next_fence (DT_NOEND for none) is the next fence ahead.  Wake that many
+ * waiters.  A hint that came in while it looked still counts.
  */
 void
-aw_waiters_fence_result(const char *topic, int64 visible_rows, TimestampTz next_fence)
+aw_waiters_fence_result(const char *topic, TimestampTz upto, int64 visible_rows,
+						TimestampTz next_fence)
 {
 	AwWaitTopic *t;
-	int64		wake = 0;
 
 	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
 	t = aw_wait_topic_find(MyDatabaseId, topic, HASH_FIND);
 	if (t != NULL)
 	{
 		t->next_fence = Min(next_fence, t->hint_since);
-		wake = visible_rows - t->n_ready;
+		t->checked_upto = upto;
+		t->checking = false;
 	}
 	LWLockRelease(aw_wait->lock);
-	aw_waiters_wake(MyDatabaseId, topic, wake);
+	aw_waiters_wake(MyDatabaseId, topic, visible_rows);
 }
 
 /* The worker: the earliest known next fence of its topics, or 0. */

@@ -569,17 +569,17 @@ aw_worker_spend(void)
 
 /*
  * For topics with waiters whose next fence has passed (or is not known
- * yet): count the rows that are claimable now, up to the number of waiters,
- * and wake as many as are not awake already; then find the next fence
- * ahead.  Two index probes per topic, on (topic, visible_after), in
- * batches until no topic is due.
+ * yet): count the rows whose fence passed since the last look, up to the
+ * number of waiters, and wake as many; then find the next fence ahead.
+ * Two index probes per topic, on (topic, visible_after), in batches until
+ * no topic is due.
  */
 static void
 aw_worker_check_fences(void)
 {
 	static SPIPlanPtr count_plan = NULL;
 	static SPIPlanPtr next_plan = NULL;
-	static const Oid types[3] = {TEXTOID, TIMESTAMPTZOID, INT4OID};
+	static const Oid types[4] = {TEXTOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID};
 	AwFenceCheck checks[32];
 	int			n;
 	int			i;
@@ -590,7 +590,7 @@ aw_worker_check_fences(void)
 		for (i = 0; i < n; i++)
 		{
 			TimestampTz now = GetCurrentTimestamp();
-			Datum		args[3];
+			Datum		args[4];
 			int64		visible;
 			int32		free_slots;
 			TimestampTz next = DT_NOEND;
@@ -600,13 +600,15 @@ aw_worker_check_fences(void)
 			args[0] = CStringGetTextDatum(checks[i].topic);
 			args[1] = TimestampTzGetDatum(now);
 			args[2] = Int32GetDatum(checks[i].waiters);
+			args[3] = TimestampTzGetDatum(checks[i].checked_upto);
 			(void) aw_plan_run(aw_plan_prepare(&count_plan,
 											   "SELECT pg_catalog.count(*) FROM ("
 											   "  SELECT 1 FROM aion_wake.outbox "
 											   "   WHERE topic OPERATOR(pg_catalog.=) $1 "
 											   "     AND visible_after OPERATOR(pg_catalog.<=) $2 "
+											   "     AND visible_after OPERATOR(pg_catalog.>) $4 "
 											   "   LIMIT $3) v",
-											   3, types),
+											   4, types),
 							   args, NULL, SPI_OK_SELECT);
 			visible = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 1, &isnull));
@@ -623,7 +625,7 @@ aw_worker_check_fences(void)
 			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 			if (!isnull)
 				next = DatumGetTimestampTz(d);
-			aw_waiters_fence_result(checks[i].topic, visible, next);
+			aw_waiters_fence_result(checks[i].topic, now, visible, next);
 		}
 		aw_end();
 	}

@@ -316,6 +316,7 @@ aw_xact_record_fence(const char *topic, TimestampTz fence)
 	AwSum	   *s = aw_level_sum(aw_current_level(), AW_SUM_FENCE, topic);
 
 	s->fence = Min(s->fence, fence);
+	s->count = Min(s->count + 1, PG_INT64_MAX / 2);
 }
 
 /*
@@ -487,7 +488,7 @@ aw_level_commit(AwLevel *l)
 					aw_waiters_wake(MyDatabaseId, s->key.topic, s->count);
 					break;
 				case AW_SUM_FENCE:
-					aw_waiters_fence_hint(MyDatabaseId, s->key.topic, s->fence);
+					aw_waiters_fence_hint(MyDatabaseId, s->key.topic, s->fence, s->count);
 					break;
 				case AW_SUM_CLAIMED:
 					break;
