@@ -13,14 +13,32 @@
 #ifndef AW_REOFFER_H
 #define AW_REOFFER_H
 
+#include "access/htup.h"
+#include "access/tupdesc.h"
+#include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
+
+/*
+ * A re-offer that claims: each row moved goes straight from its parked
+ * fence to a lease for the caller (one UPDATE), and row() receives it
+ * (the outbox's columns from column first on).
+ */
+typedef struct AwReofferClaim
+{
+	TimestampTz lease_end;
+	void		(*row) (void *arg, HeapTuple tup, TupleDesc desc, int first);
+	void	   *arg;
+} AwReofferClaim;
 
 /* how far the next round of a re-offer looks (reoffer.c) */
 typedef struct AwReoffer
 {
 	int			want;			/* look-ahead candidates beyond the slots */
 	int			max;			/* candidates the next round may take */
+	int			slot_cap;		/* pulse slots it may still spend; 0: all */
+	int			own_slots;		/* slots the caller brings */
 	bool		done;			/* nothing left to re-offer now */
+	AwReofferClaim *claim;		/* claim the rows moved, or NULL */
 } AwReoffer;
 
 extern void aw_reoffer_start(AwReoffer *r);

@@ -125,6 +125,7 @@ typedef struct AwTakeBatch
 	int			n;				/* candidates taken */
 	int			slots;			/* rows this round may move */
 	int			slot_cap;		/* take at most this many slots; 0: all */
+	int			own_slots;		/* slots the caller brings (spent first) */
 	bool		settled;
 	AwTake	   *takes;
 	AwTakeOutcome *outcomes;

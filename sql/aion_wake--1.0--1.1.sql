@@ -3,7 +3,8 @@
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION aion_wake UPDATE TO '1.1'" to load this file. \quit
 
--- Version 1.1: known capacity (limits), one waiter for many topics.  A
+-- Version 1.1: known capacity (limits), one waiter for many topics, the
+-- zero-gap hand-off.  A
 -- fresh CREATE EXTENSION runs aion_wake--1.0.sql and then this script, so a
 -- fresh install and an updated one are the same schema, new columns last.
 -- As in 1.0, every object is schema-qualified and every operator is
@@ -44,6 +45,34 @@ CREATE FUNCTION aion_wake.claim(topics text[], max_rows int DEFAULT 1,
 								wait interval DEFAULT '0')
 RETURNS SETOF aion_wake.outbox
 AS 'MODULE_PATHNAME', 'aw_claim_topics'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE ROWS 1;
+
+-- The zero-gap hand-off: settle and take the next rows of the same topic
+-- in one statement and one transaction.  The forms with next_rows return
+-- the rows taken (none when the settle found no row).
+CREATE FUNCTION aion_wake.complete(dispatch_key text, lease_token bigint,
+								   next_rows int, lease interval DEFAULT '30s')
+RETURNS SETOF aion_wake.outbox
+AS 'MODULE_PATHNAME', 'aw_complete_next'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE ROWS 1;
+
+CREATE FUNCTION aion_wake.fail(dispatch_key text, error text, backoff interval,
+							   lease_token bigint, next_rows int,
+							   lease interval DEFAULT '30s')
+RETURNS SETOF aion_wake.outbox
+AS 'MODULE_PATHNAME', 'aw_fail_next'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE ROWS 1;
+
+CREATE FUNCTION aion_wake.park(dispatch_key text, backoff interval, lease_token bigint,
+							   next_rows int, lease interval DEFAULT '30s')
+RETURNS SETOF aion_wake.outbox
+AS 'MODULE_PATHNAME', 'aw_park_next'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE ROWS 1;
+
+CREATE FUNCTION aion_wake.dead_letter(dispatch_key text, reason text, lease_token bigint,
+									  next_rows int, lease interval DEFAULT '30s')
+RETURNS SETOF aion_wake.outbox
+AS 'MODULE_PATHNAME', 'aw_dead_letter_next'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE ROWS 1;
 
 -- The views gain columns: drop and make them again.
@@ -88,6 +117,10 @@ CREATE VIEW aion_wake.topics AS SELECT * FROM aion_wake.topics_internal();
 REVOKE ALL ON aion_wake.limits FROM PUBLIC;
 REVOKE ALL ON FUNCTION aion_wake.set_limit(text, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION aion_wake.claim(text[], int, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.complete(text, bigint, int, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.fail(text, text, interval, bigint, int, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.park(text, interval, bigint, int, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.dead_letter(text, text, bigint, int, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION aion_wake.status_internal() FROM PUBLIC;
 REVOKE ALL ON FUNCTION aion_wake.topics_internal() FROM PUBLIC;
 REVOKE ALL ON aion_wake.topics FROM PUBLIC;

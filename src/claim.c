@@ -46,6 +46,7 @@
 #include "utils/wait_event.h"
 
 #include "aw_args.h"
+#include "aw_claim.h"
 #include "aw_limits.h"
 #include "aw_plans.h"
 #include "aw_reoffer.h"
@@ -67,12 +68,26 @@ typedef struct AwClaimTopic
 	int32		allow;			/* rows this attempt may take of it */
 	int32		got;			/* rows it took */
 	int32		excess;			/* rows it locked and did not take */
-	int32		moved;			/* rows this probe re-offered itself */
-	int32		claimed_moved;	/* ... of which it claimed */
 	bool		limited;
 	uint64		ready_gen;		/* readiness before reserving (rule 3) */
 	AwReserveRecord *reserve;
 } AwClaimTopic;
+
+/*
+ * A settle that takes the next rows of its topic (the zero-gap hand-off):
+ * the lease it settled, whether its slot passes to the first row taken
+ * (a limited topic not over its limit), and the slot the settle freed,
+ * spent first on the topic's oldest confirmed park (not after park()).
+ */
+typedef struct AwHandOff
+{
+	const char *key;
+	int64		token;
+	bool		handed;
+	AwReserveRecord *reserve;	/* the record of the slot handed */
+	int			own_slots;
+	bool		linked;			/* the first lease taken was paired */
+} AwHandOff;
 
 /* one call of claim() */
 typedef struct AwClaim
@@ -85,6 +100,13 @@ typedef struct AwClaim
 	int			ntopics;
 	char	   *names[AW_WAIT_MAX_TOPICS];
 	AwClaimTopic topics[AW_WAIT_MAX_TOPICS];
+	AwHandOff  *handoff;		/* for topics[0], or NULL */
+	/* rows taken by the current attempt */
+	uint64		claimed;
+	AwLiveLease *leases;		/* of limited topics */
+	int			nleases;
+	int			leases_room;
+	TimestampTz lease_end;
 } AwClaim;
 
 static SPIPlanPtr aw_claim_plans[2];
@@ -161,30 +183,53 @@ aw_claim_topic_index(AwClaim *c, const char *name)
 }
 
 /*
- * A set of dispatch keys, to look them up in O(1): the rows a waiting claim
- * re-offered itself.
+ * A row the claim took: into the result, and, of a limited topic, a lease.
+ * values are the outbox's columns.
  */
-static HTAB *
-aw_key_set(List *keys)
+static void
+aw_claim_take_row(AwClaim *c, AwClaimTopic *t, Datum *values, bool *nulls)
 {
-	HASHCTL		ctl;
-	HTAB	   *set;
-	ListCell   *lc;
+	tuplestore_putvalues(c->rsinfo->setResult, c->rsinfo->setDesc, values, nulls);
+	t->got++;
+	c->claimed++;
+	if (t->limited)
+	{
+		AwLiveLease *l;
 
-	ctl.keysize = AW_KEY_MAXLEN + 1;
-	ctl.entrysize = AW_KEY_MAXLEN + 1;
-	ctl.hcxt = CurrentMemoryContext;
-	set = hash_create("aion_wake re-offered keys", list_length(keys), &ctl,
-					  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	foreach(lc, keys)
-		(void) hash_search(set, lfirst(lc), HASH_ENTER, NULL);
-	return set;
+		if (c->nleases == c->leases_room)
+		{
+			c->leases_room *= 2;
+			c->leases = repalloc(c->leases, sizeof(AwLiveLease) * c->leases_room);
+		}
+		l = &c->leases[c->nleases++];
+
+		text_to_cstring_buffer(DatumGetTextPP(values[0]), l->key, sizeof(l->key));
+		strlcpy(l->topic, t->name, sizeof(l->topic));
+		l->token = DatumGetInt64(values[7]);
+		l->ends = c->lease_end;
+	}
+}
+
+/* The callback of a claiming re-offer round: a parked row leased to us. */
+static void
+aw_claim_parked_row(void *arg, HeapTuple tup, TupleDesc desc, int first)
+{
+	AwClaim    *c = (AwClaim *) arg;
+	Datum		values[AW_OUTBOX_MAX_NATTS];
+	bool		nulls[AW_OUTBOX_MAX_NATTS];
+	char	   *topic = SPI_getvalue(tup, desc, first + 1);
+	int			a;
+
+	for (a = 0; a < c->natts; a++)
+		values[a] = SPI_getbinval(tup, desc, first + a, &nulls[a]);
+	aw_claim_take_row(c, &c->topics[aw_claim_topic_index(c, topic)], values, nulls);
 }
 
 /*
  * Reserve slots of the claim's topics in mask (each up to max_rows; an
  * unlimited topic gives max_rows), holding each topic's lock in share
- * mode.  Returns the number of topics with rows to give.
+ * mode.  The slot a hand-off passes is the first of its topic's.  Returns
+ * the number of topics with rows to give.
  */
 static int
 aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
@@ -195,9 +240,11 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 	for (i = 0; i < c->ntopics; i++)
 	{
 		AwClaimTopic *t = &c->topics[i];
+		bool		handed = (i == 0 && c->handoff != NULL && c->handoff->handed);
 
 		t->allow = t->got = t->excess = 0;
 		t->reserve = NULL;
+		t->limited = false;
 		if ((mask & (UINT64CONST(1) << i)) == 0)
 			continue;
 		if (limits)
@@ -205,8 +252,10 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 			aw_lock_topic(t->name, AccessShareLock);
 			t->ready_gen = aw_waiters_ready_gen(MyDatabaseId, t->name);
 			/* recorded first: an error gives back what is reserved */
-			t->reserve = aw_xact_prepare_reserve(t->name);
-			t->allow = aw_set_reserve(t->name, c->max_rows, &t->limited);
+			t->reserve = handed ? c->handoff->reserve : aw_xact_prepare_reserve(t->name);
+			t->allow = (handed ? 1 : 0) +
+				aw_set_reserve(t->name, c->max_rows - (handed ? 1 : 0), &t->limited);
+			t->limited |= handed;
 			if (t->limited)
 				t->reserve->left = t->allow;
 		}
@@ -219,23 +268,34 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 }
 
 /*
- * After the statement: the rows of limited topics leased become leases;
- * reserved slots not used go back, and if a row of the topic became
- * claimable since this claim looked, a blocked claimer (which may have
- * found no slot for it) is woken (rule 3).  Rows locked and not taken are
- * claimable again when this transaction ends.
+ * After the attempt: the rows of limited topics leased become leases (the
+ * first one of a hand-off paired with the lease it succeeds, or, when it
+ * took none, the hand-off taken back); reserved slots not used go back,
+ * and if a row of the topic became claimable since this claim looked, a
+ * blocked claimer (which may have found no slot for it) is woken (rule 3).
+ * Rows locked and not taken are claimable again when this transaction
+ * ends.
  */
 static void
-aw_claim_settle_reservations(AwClaim *c, AwLiveLease *leases, int nleases)
+aw_claim_settle_reservations(AwClaim *c)
 {
 	int			i;
 
-	if (nleases > 0)
+	if (c->nleases > 0)
 	{
-		AwLiveLease *kept = aw_xact_prepare_leases(nleases);
+		AwLiveLease *kept = aw_xact_prepare_leases(c->nleases);
 
-		memcpy(kept, leases, sizeof(AwLiveLease) * nleases);
-		aw_set_leases_open(kept, nleases);
+		memcpy(kept, c->leases, sizeof(AwLiveLease) * c->nleases);
+		aw_set_leases_open(kept, c->nleases);
+	}
+	if (c->handoff != NULL && c->handoff->handed && !c->handoff->linked)
+	{
+		if (c->topics[0].got > 0)
+			aw_set_lease_link(c->handoff->key, c->handoff->token,
+							  c->leases[0].key, c->leases[0].token);
+		else
+			aw_set_lease_take_back(c->handoff->key, c->handoff->token);
+		c->handoff->linked = true;
 	}
 	for (i = 0; i < c->ntopics; i++)
 	{
@@ -259,96 +319,118 @@ aw_claim_settle_reservations(AwClaim *c, AwLiveLease *leases, int nleases)
 }
 
 /*
- * One claim attempt over the topics in mask: lease up to max_rows visible
- * rows into the result tuplestore.  Rows in moved (re-offered by this
- * claimer) that it claims are counted in their topic's claimed_moved.
- * Returns the number claimed.  Caller is connected to SPI.
+ * Spend the pulse slots of a topic (the ones handed to this claimer, or a
+ * hand-off's own slot) on its oldest confirmed parks, each moved straight
+ * from its parked fence to a lease for this claimer: one UPDATE, no
+ * re-offer transaction before the claim (issue 17).  At most cap rows.
+ */
+static void
+aw_claim_spend(AwClaim *c, int i, int cap)
+{
+	AwReofferClaim claim;
+	AwReoffer	r;
+
+	claim.lease_end = c->lease_end;
+	claim.row = aw_claim_parked_row;
+	claim.arg = c;
+	aw_reoffer_start(&r);
+	r.slot_cap = cap;
+	r.own_slots = (i == 0 && c->handoff != NULL) ? c->handoff->own_slots : 0;
+	r.claim = &claim;
+	while (!r.done)
+		(void) aw_reoffer_step(c->topics[i].name, 0, &r, false, NULL);
+}
+
+/*
+ * One claim attempt over the topics in mask: lease up to max_rows rows
+ * into the result tuplestore.  First, for the topics in spend, pulse slots
+ * are spent on their oldest confirmed parks, claimed straight from their
+ * fences; then visible rows, oldest fence first across the topics, each
+ * within its allowance.  Returns the number claimed.  Caller is connected
+ * to SPI.
  */
 static uint64
-aw_claim_once(AwClaim *c, uint64 mask, HTAB *moved)
+aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz fence = aw_clock_plus(now, c->lease);
 	bool		limits = aw_schema_version() >= 11;
 	Datum	   *names;
 	Datum	   *allows;
 	Datum		args[5];
-	AwLiveLease *leases;
-	int			nleases = 0;
-	int			nq = 0;
 	uint64		n;
-	uint64		claimed = 0;
 	uint64		r;
+	int			nq = 0;
 	int			i;
 
+	c->lease_end = aw_clock_plus(now, c->lease);
+	c->claimed = 0;
+	c->nleases = 0;
 	if (aw_claim_reserve(c, mask, limits) == 0)
+	{
+		aw_claim_settle_reservations(c);
 		return 0;
+	}
+	c->leases_room = Min(c->max_rows, 64);
+	c->leases = palloc(sizeof(AwLiveLease) * c->leases_room);
 
+	/* pulses first: parked rows claimed from their fences */
+	for (i = 0; i < c->ntopics && c->claimed < (uint64) c->max_rows; i++)
+	{
+		AwClaimTopic *t = &c->topics[i];
+		bool		own = (i == 0 && c->handoff != NULL && c->handoff->own_slots > 0);
+
+		if ((spend & (UINT64CONST(1) << i)) == 0 || t->allow <= 0 ||
+			(!own && !aw_set_topic_has_work(t->name)))
+			continue;
+		aw_claim_spend(c, i, (int) Min((uint64) t->allow, c->max_rows - c->claimed));
+	}
+
+	/* then visible rows */
 	names = palloc(sizeof(Datum) * c->ntopics);
 	allows = palloc(sizeof(Datum) * c->ntopics);
 	for (i = 0; i < c->ntopics; i++)
 	{
-		if (c->topics[i].allow <= 0)
+		if (c->topics[i].allow - c->topics[i].got <= 0)
 			continue;
 		names[nq] = CStringGetTextDatum(c->topics[i].name);
-		allows[nq] = Int32GetDatum(c->topics[i].allow);
+		allows[nq] = Int32GetDatum(c->topics[i].allow - c->topics[i].got);
 		nq++;
 	}
-	args[0] = PointerGetDatum(construct_array(names, nq, TEXTOID, -1, false, TYPALIGN_INT));
-	args[1] = PointerGetDatum(construct_array(allows, nq, INT4OID, 4, true, TYPALIGN_INT));
-	args[2] = TimestampTzGetDatum(now);
-	args[3] = Int32GetDatum(c->max_rows);
-	args[4] = TimestampTzGetDatum(fence);
-
-	n = aw_plan_run(aw_claim_plan(), args, NULL, SPI_OK_SELECT);
-	leases = palloc(sizeof(AwLiveLease) * Max(n, 1));
-	for (r = 0; r < n; r++)
+	if (nq > 0 && c->claimed < (uint64) c->max_rows)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[r];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		Datum		values[AW_OUTBOX_MAX_NATTS];
-		bool		nulls[AW_OUTBOX_MAX_NATTS];
-		char	   *topic = SPI_getvalue(tup, desc, c->natts + 3);
-		AwClaimTopic *t = &c->topics[aw_claim_topic_index(c, topic)];
-		bool		isnull;
-		int			a;
+		args[0] = PointerGetDatum(construct_array(names, nq, TEXTOID, -1, false, TYPALIGN_INT));
+		args[1] = PointerGetDatum(construct_array(allows, nq, INT4OID, 4, true, TYPALIGN_INT));
+		args[2] = TimestampTzGetDatum(now);
+		args[3] = Int32GetDatum(c->max_rows - (int32) c->claimed);
+		args[4] = TimestampTzGetDatum(c->lease_end);
 
-		if (!DatumGetBool(SPI_getbinval(tup, desc, c->natts + 4, &isnull)))
+		n = aw_plan_run(aw_claim_plan(), args, NULL, SPI_OK_SELECT);
+		for (r = 0; r < n; r++)
 		{
-			t->excess++;
-			continue;
-		}
-		for (a = 0; a < c->natts; a++)
-			values[a] = SPI_getbinval(tup, desc, a + 1, &nulls[a]);
-		tuplestore_putvalues(c->rsinfo->setResult, c->rsinfo->setDesc, values, nulls);
-		t->got++;
-		claimed++;
+			HeapTuple	tup = SPI_tuptable->vals[r];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			Datum		values[AW_OUTBOX_MAX_NATTS];
+			bool		nulls[AW_OUTBOX_MAX_NATTS];
+			char	   *topic = SPI_getvalue(tup, desc, c->natts + 3);
+			AwClaimTopic *t = &c->topics[aw_claim_topic_index(c, topic)];
+			bool		isnull;
+			int			a;
 
-		/* a claimed row is no longer parked: forget its entry at commit */
-		if (DatumGetBool(SPI_getbinval(tup, desc, c->natts + 2, &isnull)))
-			aw_xact_record_forget(TextDatumGetCString(values[0]));
+			if (!DatumGetBool(SPI_getbinval(tup, desc, c->natts + 4, &isnull)))
+			{
+				t->excess++;
+				continue;
+			}
+			for (a = 0; a < c->natts; a++)
+				values[a] = SPI_getbinval(tup, desc, a + 1, &nulls[a]);
+			aw_claim_take_row(c, t, values, nulls);
 
-		if (t->limited)
-		{
-			AwLiveLease *l = &leases[nleases++];
-
-			text_to_cstring_buffer(DatumGetTextPP(values[0]), l->key, sizeof(l->key));
-			strlcpy(l->topic, t->name, sizeof(l->topic));
-			l->token = DatumGetInt64(values[7]);
-			l->ends = fence;
-		}
-
-		/* a row this claimer re-offered itself needs no other waiter */
-		if (moved != NULL)
-		{
-			char		k[AW_KEY_MAXLEN + 1];
-
-			text_to_cstring_buffer(DatumGetTextPP(values[0]), k, sizeof(k));
-			if (hash_search(moved, k, HASH_FIND, NULL) != NULL)
-				t->claimed_moved++;
+			/* a claimed row is no longer parked: forget its entry at commit */
+			if (DatumGetBool(SPI_getbinval(tup, desc, c->natts + 2, &isnull)))
+				aw_xact_record_forget(TextDatumGetCString(values[0]));
 		}
 	}
-	aw_claim_settle_reservations(c, leases, nleases);
+	aw_claim_settle_reservations(c);
 
 	/*
 	 * A lease is a fence: an abandoned claim reappears to waiters when it
@@ -358,11 +440,10 @@ aw_claim_once(AwClaim *c, uint64 mask, HTAB *moved)
 	{
 		if (c->topics[i].got == 0)
 			continue;
-		aw_xact_record_fence(c->topics[i].name, fence);
+		aw_xact_record_fence(c->topics[i].name, c->lease_end);
 		aw_xact_record_claimed(c->topics[i].name, c->topics[i].got);
 	}
-	pfree(leases);
-	return claimed;
+	return c->claimed;
 }
 
 /*
@@ -405,11 +486,13 @@ aw_ms_until_next_event(AwClaim *c, TimestampTz now)
 
 /*
  * One probe of a waiting claim, over the topics in ready (the topics whose
- * wake reached this claimer since the last probe; all of them the first
- * time): spend a pulse handed to it for one of them, then claim from them,
- * and if that finds nothing, from all its topics.  Returns true if it
- * claimed or moved rows; *unused then receives the ready topics of which
- * it took no row, whose wakes the claimer must pass on as it leaves.
+ * wake reached this claimer since the last probe; all of them when it was
+ * woken by no wake): spend the pulses handed to it for those topics,
+ * claiming the parked rows they free straight from their fences, and claim
+ * visible rows of them, and if that finds nothing, of all its topics.
+ * Returns true if it claimed rows; *unused then receives the ready topics
+ * of which it took no row, whose wakes the claimer must pass on as it
+ * leaves.
  *
  * The probe runs in a subtransaction of its own, rolled back when it finds
  * nothing, so that a sleeping claimer holds no row lock (see the file
@@ -429,49 +512,20 @@ aw_claim_probe(AwClaim *c, uint64 ready, uint64 *unused)
 	MemoryContextSwitchTo(oldcontext);
 	PG_TRY();
 	{
-		List	   *moved = NIL;
-		HTAB	   *moved_set = NULL;
 		uint64		claimed;
 		int			i;
 
-		/*
-		 * A pulse of a topic is handed to one of its blocked claimers
-		 * rather than to the worker (aw_waiters_wake_for): spending it here
-		 * saves the worker's transaction and a wake-up on the way from a
-		 * freed slot to a claimed row.  Rows moved here are locked by this
-		 * transaction, so the claim below takes them; the ones it does not
-		 * take wake others at commit.  A limited topic with no free slot
-		 * is left to the worker: this claimer could take nothing it moved.
-		 */
-		for (i = 0; i < c->ntopics; i++)
-		{
-			AwClaimTopic *t = &c->topics[i];
-			List	   *m = NIL;
-
-			t->moved = t->claimed_moved = 0;
-			if (!c->served || (ready & (UINT64CONST(1) << i)) == 0 ||
-				!aw_set_topic_has_work(t->name) || aw_set_free_slots(t->name) == 0)
-				continue;
-			(void) aw_reoffer_topic(t->name, 0, aw_notify_ready, &m);
-			t->moved = list_length(m);
-			moved = list_concat(moved, m);
-		}
 		if (!c->served)
 			(void) aw_limits_expire(GetCurrentTimestamp());
-		if (moved != NIL)
-			moved_set = aw_key_set(moved);
-		claimed = aw_claim_once(c, ready, moved_set);
+		claimed = aw_claim_once(c, ready, c->served ? ready : 0);
 		for (i = 0; i < c->ntopics; i++)
 		{
 			if ((ready & (UINT64CONST(1) << i)) && c->topics[i].got == 0)
 				*unused |= UINT64CONST(1) << i;
-			if (c->topics[i].moved > c->topics[i].claimed_moved)
-				aw_xact_record_ready(c->names[i],
-									 c->topics[i].moved - c->topics[i].claimed_moved);
 		}
 		if (claimed == 0 && ready != all)
-			claimed = aw_claim_once(c, all & ~ready, NULL);
-		found = claimed > 0 || moved != NIL;
+			claimed = aw_claim_once(c, all & ~ready, 0);
+		found = claimed > 0;
 	}
 	PG_CATCH();
 	{
@@ -633,7 +687,7 @@ aw_claim_run(FunctionCallInfo fcinfo, AwClaim *c, int argno_max_rows)
 
 		if (!c->served)
 			(void) aw_limits_expire(GetCurrentTimestamp());
-		(void) aw_claim_once(c, all, NULL);
+		(void) aw_claim_once(c, all, 0);
 	}
 	SPI_finish();
 }
@@ -717,4 +771,64 @@ aw_claim_topics(PG_FUNCTION_ARGS)
 	}
 	aw_claim_run(fcinfo, c, 1);
 	return (Datum) 0;
+}
+
+/*
+ * The second half of complete(), fail(), park() and dead_letter() with
+ * next_rows (outbox.c), in the settle's transaction: take up to next_rows
+ * rows of the settled row's topic (argument argno_next is next_rows,
+ * argno_next + 1 the lease).  After complete, fail and dead_letter
+ * (spend_parked) the slot the settle freed goes first to the topic's
+ * oldest confirmed park, claimed straight from its fence, else to the
+ * oldest visible row; after park, never to a parked row (the consumer just
+ * said BUSY).  On a limited topic the slot passes from the settled lease to
+ * the first new one without ever being free (aw_set_lease_hand_off), as
+ * long as the topic is not over its limit.  When the settle found no row
+ * (settled is NULL), nothing is taken.  When nothing is taken, the freed
+ * slot is what it would have been without next_rows: released at commit
+ * on a limited topic, a pulse of one slot otherwise (unless park).
+ */
+void
+aw_claim_next(FunctionCallInfo fcinfo, const char *key, const char *topic,
+			  bool has_token, int64 token, int argno_next, bool spend_parked)
+{
+	AwClaim    *c = palloc0(sizeof(AwClaim));
+	AwHandOff	h;
+	int32		max_in_flight;
+
+	c->rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	c->max_rows = aw_arg_int_range(fcinfo, argno_next, "next_rows", 0, AW_MAX_ROWS_LIMIT);
+	c->lease = aw_arg_interval_us(fcinfo, argno_next + 1, "lease");
+	InitMaterializedSRF(fcinfo, 0);
+	c->natts = c->rsinfo->setDesc->natts;
+	if (topic == NULL || c->max_rows == 0)
+		return;
+	c->served = aw_database_is_served();
+	strlcpy(c->topics[0].name, topic, sizeof(c->topics[0].name));
+	c->names[0] = c->topics[0].name;
+	c->ntopics = 1;
+
+	memset(&h, 0, sizeof(h));
+	h.key = key;
+	h.token = token;
+	h.own_slots = spend_parked ? 1 : 0;
+	/* the transaction's own lock, taken by the settle, keeps set_limit() off */
+	if (has_token && aw_set_topic_limited(topic, &max_in_flight))
+	{
+		/* recorded first, so that an error gives the reserved slot back */
+		h.reserve = aw_xact_prepare_reserve(topic);
+		h.handed = aw_set_lease_hand_off(key, token);
+		h.reserve->left = h.handed ? 1 : 0;
+	}
+	c->handoff = &h;
+
+	SPI_connect();
+	if (!c->served)
+		(void) aw_limits_expire(GetCurrentTimestamp());
+	(void) aw_claim_once(c, 1, spend_parked ? 1 : 0);
+	SPI_finish();
+
+	/* nothing taken on an unlimited topic: the freed slot is a pulse */
+	if (c->claimed == 0 && spend_parked && !c->topics[0].limited && c->served)
+		aw_xact_record_pulse(topic, 1);
 }

@@ -36,6 +36,7 @@
 #include "utils/timestamp.h"
 
 #include "aw_args.h"
+#include "aw_claim.h"
 #include "aw_limits.h"
 #include "aw_plans.h"
 #include "aw_reoffer.h"
@@ -50,6 +51,10 @@ PG_FUNCTION_INFO_V1(aw_park);
 PG_FUNCTION_INFO_V1(aw_dead_letter);
 PG_FUNCTION_INFO_V1(aw_pulse);
 PG_FUNCTION_INFO_V1(aw_reoffer);
+PG_FUNCTION_INFO_V1(aw_complete_next);
+PG_FUNCTION_INFO_V1(aw_fail_next);
+PG_FUNCTION_INFO_V1(aw_park_next);
+PG_FUNCTION_INFO_V1(aw_dead_letter_next);
 
 /* one kept plan per statement and schema version */
 typedef enum AwStmt
@@ -253,17 +258,17 @@ aw_record_settled(const char *key, const AwSettled *s, bool pulse)
 }
 
 /*
- * complete(dispatch_key, lease_token): delivered, delete the row.
+ * complete(dispatch_key, lease_token): delivered, delete the row.  Returns
+ * whether it was there; *settled describes it.
  */
-Datum
-aw_complete(PG_FUNCTION_ARGS)
+static bool
+aw_do_complete(FunctionCallInfo fcinfo, char **keyp, AwSettled *settled)
 {
 	char	   *key;
 	Datum		args[2];
 	char		nulls[3] = "  ";
 	uint64		n;
 	bool		was_parked = false;
-	AwSettled	settled;
 
 	aw_begin_write("aion_wake.complete()");
 	key = aw_arg_key(fcinfo, 0);
@@ -277,23 +282,33 @@ aw_complete(PG_FUNCTION_ARGS)
 	{
 		bool		isnull;
 
-		aw_read_settled(&settled);
+		aw_read_settled(settled);
 		was_parked = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 4, &isnull));
-		aw_record_settled(key, &settled, true);
+		aw_record_settled(key, settled, true);
 	}
 	SPI_finish();
 	if (was_parked)
 		aw_xact_record_forget(key);
-	PG_RETURN_BOOL(n == 1);
+	*keyp = key;
+	return n == 1;
+}
+
+Datum
+aw_complete(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	AwSettled	settled;
+
+	PG_RETURN_BOOL(aw_do_complete(fcinfo, &key, &settled));
 }
 
 /*
  * fail(dispatch_key, error, backoff, lease_token): a real failed delivery:
  * attempt + 1, fence at clock + backoff, no longer parked or leased.
  */
-Datum
-aw_fail(PG_FUNCTION_ARGS)
+static bool
+aw_do_fail(FunctionCallInfo fcinfo, char **keyp, AwSettled *settled)
 {
 	char	   *key;
 	int64		backoff;
@@ -301,7 +316,6 @@ aw_fail(PG_FUNCTION_ARGS)
 	Datum		args[4];
 	char		nulls[5] = "    ";
 	uint64		n;
-	AwSettled	settled;
 
 	aw_begin_write("aion_wake.fail()");
 	key = aw_arg_key(fcinfo, 0);
@@ -320,13 +334,23 @@ aw_fail(PG_FUNCTION_ARGS)
 	n = aw_run(AW_STMT_FAIL, args, nulls, SPI_OK_UPDATE_RETURNING);
 	if (n == 1)
 	{
-		aw_read_settled(&settled);
-		aw_record_settled(key, &settled, true);
+		aw_read_settled(settled);
+		aw_record_settled(key, settled, true);
 		aw_xact_record_forget(key);
-		aw_xact_record_visibility(settled.topic, DatumGetTimestampTz(args[2]), now);
+		aw_xact_record_visibility(settled->topic, DatumGetTimestampTz(args[2]), now);
 	}
 	SPI_finish();
-	PG_RETURN_BOOL(n == 1);
+	*keyp = key;
+	return n == 1;
+}
+
+Datum
+aw_fail(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	AwSettled	settled;
+
+	PG_RETURN_BOOL(aw_do_fail(fcinfo, &key, &settled));
 }
 
 /*
@@ -336,8 +360,8 @@ aw_fail(PG_FUNCTION_ARGS)
  * lease's slot is released at commit but is no pulse: the consumer has just
  * said it has no room.
  */
-Datum
-aw_park(PG_FUNCTION_ARGS)
+static bool
+aw_do_park(FunctionCallInfo fcinfo, char **keyp, AwSettled *settled)
 {
 	char	   *key;
 	int64		backoff;
@@ -349,7 +373,6 @@ aw_park(PG_FUNCTION_ARGS)
 	char	   *topic = NULL;
 	int32		attempt = 0;
 	AwSavedEntry before;
-	AwSettled	settled;
 
 	aw_begin_write("aion_wake.park()");
 	key = aw_arg_key(fcinfo, 0);
@@ -368,8 +391,8 @@ aw_park(PG_FUNCTION_ARGS)
 	{
 		bool		isnull;
 
-		aw_read_settled(&settled);
-		topic = MemoryContextStrdup(CurTransactionContext, settled.topic);
+		aw_read_settled(settled);
+		topic = MemoryContextStrdup(CurTransactionContext, settled->topic);
 		attempt = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 											  SPI_tuptable->tupdesc, 4, &isnull));
 
@@ -379,14 +402,16 @@ aw_park(PG_FUNCTION_ARGS)
 															 SPI_tuptable->tupdesc, 5,
 															 &isnull));
 		before.valid = !isnull;
-		before.fence = settled.old_fence;
+		before.fence = settled->old_fence;
 		before.attempt = attempt;
 		strlcpy(before.topic, topic, sizeof(before.topic));
-		aw_record_settled(key, &settled, false);
+		aw_record_settled(key, settled, false);
+		settled->topic = topic;
 	}
 	SPI_finish();
+	*keyp = key;
 	if (n != 1)
-		PG_RETURN_BOOL(false);
+		return false;
 
 	aw_xact_record_visibility(topic, fence, now);
 	if (!aw_database_is_served())
@@ -408,21 +433,29 @@ aw_park(PG_FUNCTION_ARGS)
 		else
 			aw_warn_park_failed(r, key, true);
 	}
-	PG_RETURN_BOOL(true);
+	return true;
+}
+
+Datum
+aw_park(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	AwSettled	settled;
+
+	PG_RETURN_BOOL(aw_do_park(fcinfo, &key, &settled));
 }
 
 /*
  * dead_letter(dispatch_key, reason, lease_token): move the row to
  * aion_wake.dead_letters.
  */
-Datum
-aw_dead_letter(PG_FUNCTION_ARGS)
+static bool
+aw_do_dead_letter(FunctionCallInfo fcinfo, char **keyp, AwSettled *settled)
 {
 	char	   *key;
 	Datum		args[4];
 	char		nulls[5] = "    ";
 	uint64		n;
-	AwSettled	settled;
 
 	aw_begin_write("aion_wake.dead_letter()");
 	key = aw_arg_key(fcinfo, 0);
@@ -439,13 +472,73 @@ aw_dead_letter(PG_FUNCTION_ARGS)
 	n = aw_run(AW_STMT_DEAD_LETTER, args, nulls, SPI_OK_INSERT_RETURNING);
 	if (n == 1)
 	{
-		aw_read_settled(&settled);
-		aw_record_settled(key, &settled, true);
+		aw_read_settled(settled);
+		aw_record_settled(key, settled, true);
 	}
 	SPI_finish();
 	if (n == 1)
 		aw_xact_record_forget(key);
-	PG_RETURN_BOOL(n == 1);
+	*keyp = key;
+	return n == 1;
+}
+
+Datum
+aw_dead_letter(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	AwSettled	settled;
+
+	PG_RETURN_BOOL(aw_do_dead_letter(fcinfo, &key, &settled));
+}
+
+/*
+ * The forms with next_rows: settle, then take up to next_rows rows of the
+ * same topic in the same transaction (claim.c, aw_claim_next).  They return
+ * the rows taken; nothing when the settle found no row (unknown key, or a
+ * lease_token that no longer matches).
+ */
+Datum
+aw_complete_next(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	AwSettled	s = {0};
+	bool		found = aw_do_complete(fcinfo, &key, &s);
+
+	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token, 2, true);
+	return (Datum) 0;
+}
+
+Datum
+aw_fail_next(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	AwSettled	s = {0};
+	bool		found = aw_do_fail(fcinfo, &key, &s);
+
+	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token, 4, true);
+	return (Datum) 0;
+}
+
+Datum
+aw_park_next(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	AwSettled	s = {0};
+	bool		found = aw_do_park(fcinfo, &key, &s);
+
+	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token, 3, false);
+	return (Datum) 0;
+}
+
+Datum
+aw_dead_letter_next(PG_FUNCTION_ARGS)
+{
+	char	   *key;
+	AwSettled	s = {0};
+	bool		found = aw_do_dead_letter(fcinfo, &key, &s);
+
+	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token, 3, true);
+	return (Datum) 0;
 }
 
 /*

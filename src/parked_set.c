@@ -1079,7 +1079,8 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 	int			n = 0;
 	uint64		k = 0;			/* slots of this round */
 	uint64		cap = b->slot_cap > 0 ? (uint64) b->slot_cap : PG_UINT64_MAX;
-	uint64		avail;			/* counter slots this round may use */
+	uint64		own;			/* the caller's slots, spent first */
+	uint64		avail;			/* slots this round may use, own included */
 	uint64		used = 0;		/* ... and has used */
 	bool		exhausted = true;
 	dlist_mutable_iter iter;
@@ -1106,7 +1107,8 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 			k++;
 		}
 	}
-	avail = Min(t->slots, cap - Min(k, cap));
+	own = Min((uint64) b->own_slots, cap - Min(k, cap));
+	avail = own + Min(t->slots, cap - Min(k, cap) - own);
 
 	/* 1. confirmed entries, oldest park first */
 	dlist_foreach_modify(iter, &t->confirmed[AW_KIND_FENCED])
@@ -1133,8 +1135,8 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 		}
 	}
 
-	/* steps 2 and 3 spend all the topic's slots, so only without a cap */
-	if (exhausted && used < avail && b->slot_cap == 0)
+	/* steps 2 and 3 spend all the topic's slots: only a plain round does */
+	if (exhausted && used < avail && b->slot_cap == 0 && own == 0)
 	{
 		uint64		left = avail - used;
 
@@ -1168,7 +1170,7 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 		}
 		used = avail;
 	}
-	t->slots -= used;
+	t->slots -= (used > own) ? used - own : 0;
 	/* due entries waiting to be retried keep the topic on the work list */
 	if (t->in_work && t->slots == 0 && dlist_is_empty(&t->due))
 	{

@@ -49,7 +49,7 @@
 #define AW_ROUND_MIN 256
 #define AW_ROUND_MAX 8192
 
-static SPIPlanPtr aw_cas_plan = NULL;
+static SPIPlanPtr aw_cas_plans[2][2];	/* [claim][1.1 schema] */
 
 /*
  * The compare-and-set over a round's candidates, in their order: lock and
@@ -58,6 +58,10 @@ static SPIPlanPtr aw_cas_plan = NULL;
  * parked at its fence (valid), or neither (stale).  Every access to the
  * outbox is by key, one candidate at a time (LATERAL), so the plan is an
  * index plan whatever the table's size (see plans.c).
+ *
+ * The "%s" are the SET and RETURNING of the two kinds of round: a plain
+ * re-offer moves the fence to now ($3); a claiming one moves it straight to
+ * a lease for the caller ($5) and returns the leased rows.
  */
 static const char aw_cas_sql[] =
 "WITH t AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) "
@@ -70,10 +74,10 @@ static const char aw_cas_sql[] =
 "                  AND o.parked_at IS NOT NULL "
 "                  FOR UPDATE OF o SKIP LOCKED) x "
 "      LIMIT $4), "
-"u AS (UPDATE aion_wake.outbox o SET visible_after = $3, parked_at = NULL "
+"u AS (UPDATE aion_wake.outbox o SET %s "
 "       WHERE o.dispatch_key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.dispatch_key FROM c)) "
-"      RETURNING o.dispatch_key) "
-"SELECT t.n, u.dispatch_key IS NOT NULL, v.parked "
+"      RETURNING %s) "
+"SELECT t.n, u.dispatch_key IS NOT NULL, v.parked%s "
 "  FROM t LEFT JOIN u ON u.dispatch_key OPERATOR(pg_catalog.=) t.k, "
 "       LATERAL (SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 AS parked "
 "                  FROM aion_wake.outbox o "
@@ -82,14 +86,49 @@ static const char aw_cas_sql[] =
 "                   AND o.visible_after OPERATOR(pg_catalog.>) $3 "
 "                   AND o.parked_at IS NOT NULL) v";
 
+/* The kept plan of a plain (claim = false) or claiming round. */
+static SPIPlanPtr
+aw_cas_plan(bool claim)
+{
+	static const Oid types[5] = {TEXTARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZOID,
+	INT4OID, TIMESTAMPTZOID};
+	bool		v11 = aw_schema_version() >= 11;
+
+	if (aw_cas_plans[claim][v11] == NULL)
+	{
+		char	   *sql;
+
+		if (!claim)
+			sql = psprintf(aw_cas_sql,
+						   v11 ? "visible_after = $3, parked_at = NULL, leased_until = NULL" :
+						   "visible_after = $3, parked_at = NULL",
+						   "o.dispatch_key", "");
+		else
+			sql = psprintf(aw_cas_sql,
+						   v11 ?
+						   "visible_after = $5, parked_at = NULL, leased_until = $5, "
+						   "lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass)" :
+						   "visible_after = $5, parked_at = NULL, "
+						   "lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass)",
+						   v11 ?
+						   "o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
+						   "o.enqueued_at, o.last_error, o.lease_token, o.parked_at, o.leased_until" :
+						   "o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
+						   "o.enqueued_at, o.last_error, o.lease_token, o.parked_at",
+						   ", u.*");
+		(void) aw_plan_prepare(&aw_cas_plans[claim][v11], sql, claim ? 5 : 4, types);
+		pfree(sql);
+	}
+	return aw_cas_plans[claim][v11];
+}
+
 /* Run the compare-and-set over a round; fill b->outcomes.  Returns rows moved. */
 static int
-aw_reoffer_execute(AwTakeBatch *b)
+aw_reoffer_execute(AwTakeBatch *b, AwReofferClaim *claim)
 {
-	static const Oid types[4] = {TEXTARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZOID, INT4OID};
 	Datum	   *keys = palloc(sizeof(Datum) * b->n);
 	Datum	   *fences = palloc(sizeof(Datum) * b->n);
-	Datum		args[4];
+	Datum		args[5];
 	int			moved = 0;
 	int			i;
 	uint64		r;
@@ -104,9 +143,9 @@ aw_reoffer_execute(AwTakeBatch *b)
 											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	args[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 	args[3] = Int32GetDatum(b->slots);
+	args[4] = TimestampTzGetDatum(claim ? claim->lease_end : 0);
 
-	(void) aw_plan_run(aw_plan_prepare(&aw_cas_plan, aw_cas_sql, 4, types),
-					   args, NULL, SPI_OK_SELECT);
+	(void) aw_plan_run(aw_cas_plan(claim != NULL), args, NULL, SPI_OK_SELECT);
 	for (r = 0; r < SPI_processed; r++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
@@ -121,6 +160,8 @@ aw_reoffer_execute(AwTakeBatch *b)
 		{
 			b->outcomes[pos - 1] = AW_TAKE_MOVED;
 			moved++;
+			if (claim)
+				claim->row(claim->arg, tup, desc, 4);
 		}
 		else if (DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull)))
 			b->outcomes[pos - 1] = AW_TAKE_VALID;
@@ -137,7 +178,10 @@ aw_reoffer_start(AwReoffer *r)
 {
 	r->want = 0;
 	r->max = AW_ROUND_MIN;
+	r->slot_cap = 0;
+	r->own_slots = 0;
 	r->done = false;
+	r->claim = NULL;
 }
 
 /*
@@ -157,6 +201,8 @@ aw_reoffer_step(const char *topic, uint64 add_slots, AwReoffer *r,
 	int			taken;
 	int			i;
 
+	b->slot_cap = r->slot_cap;
+	b->own_slots = r->own_slots;
 	aw_set_take(b, add_slots, r->want);
 	taken = b->n;
 	if (taken == 0)
@@ -164,7 +210,7 @@ aw_reoffer_step(const char *topic, uint64 add_slots, AwReoffer *r,
 		r->done = true;
 		return 0;
 	}
-	moved = aw_reoffer_execute(b);
+	moved = aw_reoffer_execute(b, r->claim);
 	aw_waiters_wake_for(aw_set_settle(b), MyDatabaseId, NULL);
 
 	/* keep only what a rollback needs: the rows moved */
@@ -178,13 +224,28 @@ aw_reoffer_step(const char *topic, uint64 add_slots, AwReoffer *r,
 		b->takes[b->n] = b->takes[i];
 		b->outcomes[b->n] = AW_TAKE_MOVED;
 		b->n++;
+		/* a row moved is claimable, unless the round claimed it */
+		if (r->claim != NULL)
+			continue;
 		if (moved_keys != NULL)
 			*moved_keys = lappend(*moved_keys, pstrdup(b->takes[i].key));
 		else
 			aw_xact_record_ready(topic, 1);
 	}
-	if (moved > 0 && notify_ready)
+	if (moved > 0 && notify_ready && r->claim == NULL)
 		Async_Notify("aion_wake_ready", topic);
+
+	/* the caller's own slots are spent by the first round, used or not */
+	r->own_slots = 0;
+	if (r->slot_cap > 0)
+	{
+		r->slot_cap -= Min(moved, r->slot_cap);
+		if (r->slot_cap == 0)
+		{
+			r->done = true;
+			return moved;
+		}
+	}
 
 	/* stale entries, or a round too small for its slots: look further */
 	if (stale > 0 || taken == r->max)

@@ -1,0 +1,22 @@
+/*-------------------------------------------------------------------------
+ *
+ * aw_claim.h
+ *	  Claims, and the claim that follows a settle (the zero-gap hand-off).
+ *
+ * Copyright (c) 2026, aion_wake authors
+ *
+ * IDENTIFICATION
+ *	  include/aw_claim.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef AW_CLAIM_H
+#define AW_CLAIM_H
+
+#include "fmgr.h"
+
+extern void aw_claim_next(FunctionCallInfo fcinfo, const char *key, const char *topic,
+						  bool has_token, int64 token, int argno_next,
+						  bool spend_parked);
+
+#endif							/* AW_CLAIM_H */
