@@ -31,7 +31,7 @@ PG_CPPFLAGS = -Iinclude -I$(libpq_srcdir)
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
 SHLIB_LINK_INTERNAL = $(libpq)
 
-REGRESS = setup protocol outbox security
+REGRESS = setup protocol outbox security limits
 REGRESS_OPTS = --inputdir=test --outputdir=test \
 	--temp-config=test/aion_wake.conf --temp-instance=test/tmp_check \
 	--load-extension=aion_wake

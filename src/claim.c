@@ -789,6 +789,13 @@ aw_claim_topics(PG_FUNCTION_ARGS)
  * on a limited topic, a pulse of one slot otherwise (unless park).
  */
 void
+aw_claim_next_check(FunctionCallInfo fcinfo, int argno_next)
+{
+	(void) aw_arg_int_range(fcinfo, argno_next, "next_rows", 0, AW_MAX_ROWS_LIMIT);
+	(void) aw_arg_interval_us(fcinfo, argno_next + 1, "lease");
+}
+
+void
 aw_claim_next(FunctionCallInfo fcinfo, const char *key, const char *topic,
 			  bool has_token, int64 token, int argno_next, bool spend_parked)
 {

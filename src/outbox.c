@@ -502,7 +502,11 @@ aw_complete_next(PG_FUNCTION_ARGS)
 {
 	char	   *key;
 	AwSettled	s = {0};
-	bool		found = aw_do_complete(fcinfo, &key, &s);
+	bool		found;
+
+	/* next_rows and lease are checked before the settle changes anything */
+	aw_claim_next_check(fcinfo, 2);
+	found = aw_do_complete(fcinfo, &key, &s);
 
 	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token, 2, true);
 	return (Datum) 0;
@@ -513,7 +517,11 @@ aw_fail_next(PG_FUNCTION_ARGS)
 {
 	char	   *key;
 	AwSettled	s = {0};
-	bool		found = aw_do_fail(fcinfo, &key, &s);
+	bool		found;
+
+	/* next_rows and lease are checked before the settle changes anything */
+	aw_claim_next_check(fcinfo, 4);
+	found = aw_do_fail(fcinfo, &key, &s);
 
 	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token, 4, true);
 	return (Datum) 0;
@@ -524,7 +532,11 @@ aw_park_next(PG_FUNCTION_ARGS)
 {
 	char	   *key;
 	AwSettled	s = {0};
-	bool		found = aw_do_park(fcinfo, &key, &s);
+	bool		found;
+
+	/* next_rows and lease are checked before the settle changes anything */
+	aw_claim_next_check(fcinfo, 3);
+	found = aw_do_park(fcinfo, &key, &s);
 
 	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token, 3, false);
 	return (Datum) 0;
@@ -535,7 +547,11 @@ aw_dead_letter_next(PG_FUNCTION_ARGS)
 {
 	char	   *key;
 	AwSettled	s = {0};
-	bool		found = aw_do_dead_letter(fcinfo, &key, &s);
+	bool		found;
+
+	/* next_rows and lease are checked before the settle changes anything */
+	aw_claim_next_check(fcinfo, 3);
+	found = aw_do_dead_letter(fcinfo, &key, &s);
 
 	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token, 3, true);
 	return (Datum) 0;

@@ -1,0 +1,105 @@
+--
+-- limits: the 1.1 interface -- set_limit(), aion_wake.limits, claims within
+-- a limit, claim(topics[]), the settle-and-take forms (next_rows), and the
+-- views' new columns -- with every error path and its SQLSTATE.  Timing,
+-- wakes and concurrency are held by the isolation specs and TAP tests.
+--
+
+-- set_limit: bad input
+SELECT err($$SELECT aion_wake.set_limit(NULL, 2)$$);
+SELECT err($$SELECT aion_wake.set_limit('bad topic', 2)$$);
+SELECT err($$SELECT aion_wake.set_limit('lim', 0)$$);
+SELECT err($$SELECT aion_wake.set_limit('lim', 1000001)$$);
+SELECT err($$SELECT aion_wake.set_limit('lim', -1)$$);
+
+-- set_limit applies at commit, and not after a rollback
+BEGIN;
+SELECT aion_wake.set_limit('lim', 2);
+SELECT max_in_flight FROM aion_wake.topics WHERE topic = 'lim';
+ROLLBACK;
+SELECT count(*) FROM aion_wake.limits;
+SELECT aion_wake.set_limit('lim', 2);
+SELECT topic, max_in_flight, updated_at <= clock_timestamp() AS dated FROM aion_wake.limits;
+SELECT topic, max_in_flight, in_flight FROM aion_wake.topics WHERE topic = 'lim';
+
+-- a claim takes at most max_in_flight - live leases
+SELECT count(aion_wake.enqueue('lim' || g, '{}', 'lim')) FROM generate_series(1, 5) g;
+SELECT dispatch_key, lease_token IS NOT NULL AS leased, leased_until = visible_after AS lease_recorded
+  FROM aion_wake.claim('lim', 5) ORDER BY 1;
+SELECT in_flight FROM aion_wake.topics WHERE topic = 'lim';
+SELECT count(*) AS nothing_more FROM aion_wake.claim('lim', 5);
+
+-- a settle releases the slot at commit; a rolled-back one does not
+BEGIN;
+SELECT aion_wake.complete('lim1');
+SELECT in_flight FROM aion_wake.topics WHERE topic = 'lim';
+ROLLBACK;
+SELECT in_flight FROM aion_wake.topics WHERE topic = 'lim';
+SELECT aion_wake.complete('lim1');
+SELECT in_flight FROM aion_wake.topics WHERE topic = 'lim';
+-- a stale token settles nothing and releases nothing
+SELECT aion_wake.complete('lim2', -1), aion_wake.fail('lim2', 'x', '0', -1),
+       aion_wake.park('lim2', '1 hour', -1), aion_wake.dead_letter('lim2', 'x', -1);
+SELECT in_flight FROM aion_wake.topics WHERE topic = 'lim';
+
+-- fail and park clear leased_until; dead letters carry it, null, last
+SELECT aion_wake.fail('lim2', 'boom', '1 hour');
+SELECT dispatch_key, leased_until IS NULL AS cleared, attempt FROM aion_wake.outbox WHERE dispatch_key = 'lim2';
+SELECT in_flight FROM aion_wake.topics WHERE topic = 'lim';
+SELECT count(*) FROM aion_wake.claim('lim', 5);
+SELECT aion_wake.dead_letter('lim3', 'gone');
+SELECT dispatch_key, leased_until IS NULL AS no_lease FROM aion_wake.dead_letters WHERE dispatch_key = 'lim3';
+SELECT attname FROM pg_attribute
+ WHERE attrelid = 'aion_wake.dead_letters'::regclass AND attnum > 0 AND NOT attisdropped
+ ORDER BY attnum DESC LIMIT 1;
+
+-- settle and take the next row in one statement: the slot passes on
+SELECT dispatch_key, lease_token AS tok FROM aion_wake.outbox
+ WHERE topic = 'lim' AND leased_until > clock_timestamp() ORDER BY 1 LIMIT 1 \gset
+SELECT dispatch_key AS next_key, lease_token IS NOT NULL AS leased
+  FROM aion_wake.complete(:'dispatch_key', :tok, next_rows => 1);
+SELECT in_flight FROM aion_wake.topics WHERE topic = 'lim';
+-- a stale token takes nothing
+SELECT count(*) FROM aion_wake.complete('lim5', -1, next_rows => 1);
+-- bad input
+SELECT err($$SELECT * FROM aion_wake.complete('lim5', NULL, next_rows => -1)$$);
+SELECT err($$SELECT * FROM aion_wake.complete('lim5', NULL, next_rows => 1000001)$$);
+SELECT err($$SELECT * FROM aion_wake.complete('lim5', NULL, next_rows => NULL)$$);
+SELECT err($$SELECT * FROM aion_wake.park('lim5', '1 hour', NULL, 1, lease => '-1 s')$$);
+
+-- removing the limit: the topic is unlimited, in_flight is null
+SELECT aion_wake.set_limit('lim', NULL);
+SELECT count(*) FROM aion_wake.limits;
+SELECT topic, max_in_flight, in_flight FROM aion_wake.topics WHERE topic = 'lim';
+
+-- claim(topics[]): oldest fence first across topics, each within its limit
+-- (each enqueue is a statement of its own: the fences follow this order)
+SELECT aion_wake.enqueue('mb1', '{}', 'mb');
+SELECT aion_wake.enqueue('ma1', '{}', 'ma');
+SELECT aion_wake.enqueue('mb2', '{}', 'mb');
+SELECT aion_wake.enqueue('ma2', '{}', 'ma');
+SELECT aion_wake.enqueue('ma3', '{}', 'ma');
+SELECT aion_wake.set_limit('mb', 1);
+SELECT dispatch_key FROM aion_wake.claim(ARRAY['ma', 'mb', 'ma'], 2) ORDER BY 1;
+SELECT dispatch_key FROM aion_wake.claim(ARRAY['mb', 'ma'], 5) ORDER BY 1;
+SELECT topic, in_flight FROM aion_wake.topics WHERE topic = 'mb';
+-- bad input: nothing registered, nothing claimed
+SELECT err($$SELECT * FROM aion_wake.claim(NULL::text[])$$);
+SELECT err($$SELECT * FROM aion_wake.claim(ARRAY[]::text[])$$);
+SELECT err($$SELECT * FROM aion_wake.claim(ARRAY['ma', NULL])$$);
+SELECT err($$SELECT * FROM aion_wake.claim(ARRAY['ma', 'no good'])$$);
+SELECT err($$SELECT * FROM aion_wake.claim(ARRAY[['ma'], ['mb']])$$);
+SELECT err(format($$SELECT * FROM aion_wake.claim(%L::text[])$$,
+				  (SELECT array_agg('t' || g) FROM generate_series(1, 65) g)));
+SELECT err(format($$SELECT * FROM aion_wake.claim(%L::text[])$$,
+				  (SELECT array_agg('t' || g) FROM generate_series(1, 64) g)));
+SELECT err(format($$SELECT * FROM aion_wake.claim(%L::text[])$$,
+				  (SELECT array_agg('t' || (g % 64)) FROM generate_series(1, 100) g)));
+SELECT waiters FROM aion_wake.status;
+
+-- the status view's 1.1 columns
+SELECT lease_capacity > 0 AS has_pool, leases >= 0 AS counts, leases_expired >= 0 AS expiries,
+       pulses_ignored >= 0 AS ignored FROM aion_wake.status;
+
+SELECT aion_wake.set_limit('mb', NULL);
+DELETE FROM aion_wake.outbox;
