@@ -495,107 +495,47 @@ aw_dead_letter(PG_FUNCTION_ARGS)
  * The forms with next_rows: settle, then take up to next_rows rows of the
  * same topic in the same transaction (claim.c, aw_claim_next).  They return
  * the rows taken; nothing when the settle found no row (unknown key, or a
- * lease_token that no longer matches).
+ * lease_token that no longer matches).  next_rows and lease, at argno_next
+ * and after, are checked before the settle changes anything.
  */
-Datum
-aw_complete_next(PG_FUNCTION_ARGS)
+typedef bool (*AwSettleFn) (FunctionCallInfo fcinfo, char **keyp, AwSettled *settled);
+
+static Datum
+aw_settle_next(FunctionCallInfo fcinfo, AwSettleFn settle, int argno_next,
+			   bool spend_parked)
 {
 	char	   *key;
 	AwSettled	s = {0};
 	bool		found;
 
-	/* next_rows and lease are checked before the settle changes anything */
-	aw_claim_next_check(fcinfo, 2);
-	found = aw_do_complete(fcinfo, &key, &s);
-
-	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token, 2, true);
+	aw_claim_next_check(fcinfo, argno_next);
+	found = settle(fcinfo, &key, &s);
+	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token,
+				  argno_next, spend_parked);
 	return (Datum) 0;
+}
+
+Datum
+aw_complete_next(PG_FUNCTION_ARGS)
+{
+	return aw_settle_next(fcinfo, aw_do_complete, 2, true);
 }
 
 Datum
 aw_fail_next(PG_FUNCTION_ARGS)
 {
-	char	   *key;
-	AwSettled	s = {0};
-	bool		found;
-
-	/* next_rows and lease are checked before the settle changes anything */
-	aw_claim_next_check(fcinfo, 4);
-	found = aw_do_fail(fcinfo, &key, &s);
-
-	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token, 4, true);
-	return (Datum) 0;
+	return aw_settle_next(fcinfo, aw_do_fail, 4, true);
 }
 
+/* after park() the next row is never a parked one: the consumer is full */
 Datum
 aw_park_next(PG_FUNCTION_ARGS)
 {
-	char	   *key;
-	AwSettled	s = {0};
-	bool		found;
-
-	/* next_rows and lease are checked before the settle changes anything */
-	aw_claim_next_check(fcinfo, 3);
-	found = aw_do_park(fcinfo, &key, &s);
-
-	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token, 3, false);
-	return (Datum) 0;
+	return aw_settle_next(fcinfo, aw_do_park, 3, false);
 }
 
 Datum
 aw_dead_letter_next(PG_FUNCTION_ARGS)
 {
-	char	   *key;
-	AwSettled	s = {0};
-	bool		found;
-
-	/* next_rows and lease are checked before the settle changes anything */
-	aw_claim_next_check(fcinfo, 3);
-	found = aw_do_dead_letter(fcinfo, &key, &s);
-
-	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token, 3, true);
-	return (Datum) 0;
-}
-
-/*
- * pulse(topic, slots): k slots of a topic freed.  Delivered at COMMIT; the
- * pulses of one transaction add up.
- */
-Datum
-aw_pulse(PG_FUNCTION_ARGS)
-{
-	char	   *topic;
-	int32		slots;
-
-	aw_begin_write("aion_wake.pulse()");
-	topic = aw_arg_topic(fcinfo, 0);
-	slots = aw_arg_int_range(fcinfo, 1, "slots", 1, AW_PULSE_MAX_SLOTS);
-	/* with no worker to spend them, slots would only pile up */
-	if (aw_database_is_served())
-		aw_xact_record_pulse(topic, slots);
-	else
-		aw_warn_unserved_once();
-	PG_RETURN_VOID();
-}
-
-/*
- * reoffer(topic, max_rows): spend max_rows slots of a topic now, in this
- * transaction, exactly as the worker spends a pulse.  Returns the rows
- * re-offered.  For operators and tests; the worker does this by itself.
- */
-Datum
-aw_reoffer(PG_FUNCTION_ARGS)
-{
-	char	   *topic;
-	int32		max_rows;
-	int64		n;
-
-	aw_begin_write("aion_wake.reoffer()");
-	topic = aw_arg_topic(fcinfo, 0);
-	max_rows = aw_arg_int_range(fcinfo, 1, "max_rows", 1, AW_MAX_ROWS_LIMIT);
-
-	SPI_connect();
-	n = aw_reoffer_topic(topic, max_rows, false, NULL);
-	SPI_finish();
-	PG_RETURN_INT64(n);
+	return aw_settle_next(fcinfo, aw_do_dead_letter, 3, true);
 }
