@@ -492,6 +492,49 @@ aw_dead_letter(PG_FUNCTION_ARGS)
 }
 
 /*
+ * pulse(topic, slots): k slots of a topic freed.  Delivered at COMMIT; the
+ * pulses of one transaction add up.
+ */
+Datum
+aw_pulse(PG_FUNCTION_ARGS)
+{
+	char	   *topic;
+	int32		slots;
+
+	aw_begin_write("aion_wake.pulse()");
+	topic = aw_arg_topic(fcinfo, 0);
+	slots = aw_arg_int_range(fcinfo, 1, "slots", 1, AW_PULSE_MAX_SLOTS);
+	/* with no worker to spend them, slots would only pile up */
+	if (aw_database_is_served())
+		aw_xact_record_pulse(topic, slots);
+	else
+		aw_warn_unserved_once();
+	PG_RETURN_VOID();
+}
+
+/*
+ * reoffer(topic, max_rows): spend max_rows slots of a topic now, in this
+ * transaction, exactly as the worker spends a pulse.  Returns the rows
+ * re-offered.  For operators and tests; the worker does this by itself.
+ */
+Datum
+aw_reoffer(PG_FUNCTION_ARGS)
+{
+	char	   *topic;
+	int32		max_rows;
+	int64		n;
+
+	aw_begin_write("aion_wake.reoffer()");
+	topic = aw_arg_topic(fcinfo, 0);
+	max_rows = aw_arg_int_range(fcinfo, 1, "max_rows", 1, AW_MAX_ROWS_LIMIT);
+
+	SPI_connect();
+	n = aw_reoffer_topic(topic, max_rows, false, NULL);
+	SPI_finish();
+	PG_RETURN_INT64(n);
+}
+
+/*
  * The forms with next_rows: settle, then take up to next_rows rows of the
  * same topic in the same transaction (claim.c, aw_claim_next).  They return
  * the rows taken; nothing when the settle found no row (unknown key, or a
