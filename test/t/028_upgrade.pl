@@ -1,0 +1,257 @@
+# Copyright (c) 2026, aion_wake authors
+#
+# 028_upgrade.pl: the update path from 1.0 (DESIGN.md "Supported PostgreSQL
+# and shipping (version 1.1)", issue 14 item 1).
+#
+#   (a) CREATE EXTENSION aion_wake VERSION '1.0': the library serves the 1.0
+#       schema; enqueue, claim (a waiting one too), park, a pulse's re-offer,
+#       complete, fail and dead_letter all work on it;
+#   (b) with rows enqueued, delayed, leased, parked (confirmed, with their
+#       fences), failed and dead-lettered, ALTER EXTENSION aion_wake UPDATE:
+#       every row keeps every 1.0 column (fence, attempt, parked_at, lease
+#       token ...), the dead letters too, the parks stay in the set, and a
+#       pulse after the update re-offers the oldest of them;
+#   (c) the worker picks the update up without a restart: the same worker,
+#       set_limit() works and claims honour it at once (the leases taken
+#       under 1.0 count against it), a lease's end wakes a blocked claimer
+#       on time, and a session that used the 1.0 schema before the update
+#       takes leases that count;
+#   (d) the updated schema equals a fresh 1.1 install: pg_dump
+#       --schema-only of both databases, plain and --binary-upgrade (which
+#       dumps the extension's own objects one by one), and the columns of
+#       every table, in order.  Normalised, in the --binary-upgrade dumps
+#       only, because they must differ between two databases: the OIDs
+#       and relfilenodes pg_dump pins (binary_upgrade_set_next_* and the
+#       config tables' OIDs in binary_upgrade_create_empty_extension, the
+#       TOAST tables' OIDs whose frozen ids are set), the frozen transaction
+#       ids (relfrozenxid, relminmxid, datfrozenxid, datminmxid), the
+#       database's name, the state of lease_token_seq (a config sequence,
+#       whose setval() even --schema-only dumps) and the random key of
+#       pg_dump's \restrict lines.
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use AionWake::Test;
+
+my $prompt = 0.2;
+
+my $node = aw_node('upgrade', databases => 'up', create => 0);
+$node->safe_psql('postgres', 'CREATE DATABASE up');
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+
+sub up
+{
+	return $node->safe_psql('up', $_[0]);
+}
+
+my $offset = -s $node->logfile;
+up(q{CREATE EXTENSION aion_wake VERSION '1.0'});
+is(up(q{SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'}),
+	'1.0', '(a) version 1.0 is installed');
+ok($node->poll_query_until('up', 'SELECT worker_pid IS NOT NULL FROM aion_wake.status'),
+	'(a) a worker serves the 1.0 schema');
+$node->wait_for_log(qr/aion_wake worker rebuilt the parked set of database "up"/, $offset);
+my $worker = $node->safe_psql('up', 'SELECT worker_pid FROM aion_wake.status');
+
+# -- (a) the 1.0 schema works ---------------------------------------------
+is( up(q{
+SELECT count(*) FILTER (WHERE e) FROM (
+	SELECT aion_wake.enqueue('q' || g, jsonb_build_object('g', g), 't') AS e FROM generate_series(1, 8) g
+	UNION ALL SELECT aion_wake.enqueue('d1', '{}', 't', '1 hour')
+	UNION ALL SELECT aion_wake.enqueue('f1', '{}', 'f')
+	UNION ALL SELECT aion_wake.enqueue('r1', '{}', 'rt')
+	UNION ALL SELECT aion_wake.enqueue('c1', '{}', 'c')) x}),
+	'12', '(a) enqueue');
+
+# a session that uses the 1.0 schema and lives on across the update
+my $old = aw_session($node, 'up');
+is( $old->query_safe(q{
+SELECT aion_wake.complete(dispatch_key, lease_token) FROM aion_wake.claim('c', 1, '1 hour')}),
+	't', '(a) claim and complete');
+is(up(q{SELECT count(*) FROM aion_wake.outbox WHERE topic = 'c'}), '0', '(a) the row is gone');
+
+my %tok = map { split /\|/ } split /\n/,
+  up(q{SELECT dispatch_key || '|' || lease_token FROM aion_wake.claim('t', 6, '1 hour')});
+is(join(',', sort keys %tok), 'q1,q2,q3,q4,q5,q6', '(a) claim takes the six oldest rows');
+up("SELECT aion_wake.park('q3', '1 hour', $tok{q3})");
+up("SELECT aion_wake.park('q4', '2 hours', $tok{q4})");
+is( $node->safe_psql('up', q{
+SELECT string_agg(dispatch_key || ':' || state, ',' ORDER BY parked_at) FROM aion_wake.parked}),
+	'q3:confirmed,q4:confirmed', '(a) park: two confirmed parks');
+is(up("SELECT aion_wake.fail('q5', 'boom', '0', $tok{q5})"), 't', '(a) fail');
+is(up("SELECT aion_wake.dead_letter('q6', 'poison', $tok{q6})"), 't', '(a) dead_letter');
+my ($ftok) = up(q{SELECT lease_token FROM aion_wake.claim('f', 1, '1 hour')});
+up("SELECT aion_wake.fail('f1', 'busy', '1 hour', $ftok)");
+
+up(q{SELECT lease_token FROM aion_wake.claim('rt', 1, '1 hour')});
+up(q{SELECT aion_wake.park('r1', '1 hour')});
+up(q{SELECT aion_wake.pulse('rt', 1)});
+ok(aw_wait_reoffered($node, 'r1', 'up'), '(a) a pulse re-offers a park');
+
+my $w = aw_session($node, 'up');
+aw_start($w, q{SELECT dispatch_key FROM aion_wake.claim('wt', 1, '1 hour', '10 s')});
+ok($node->poll_query_until('up', 'SELECT waiters = 1 FROM aion_wake.status'),
+	'(a) a claim waits');
+up(q{SELECT aion_wake.enqueue('w1', '{}', 'wt')});
+my ($wout) = aw_finish($w);
+is($wout, 'w1', '(a) and an enqueue wakes it');
+
+# -- (b) the update keeps every row ---------------------------------------
+my $rows_sql = q{
+SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s|%s|%s', dispatch_key, topic, payload, attempt,
+       visible_after, enqueued_at, last_error, lease_token, parked_at), E'\n' ORDER BY dispatch_key)
+  FROM aion_wake.outbox};
+my $dead_sql = q{
+SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s', dispatch_key, topic, payload, attempt,
+       visible_after, enqueued_at, last_error, lease_token, parked_at, reason, dead_at), E'\n'
+       ORDER BY dispatch_key)
+  FROM aion_wake.dead_letters};
+my $parked_sql = q{
+SELECT string_agg(format('%s|%s|%s|%s|%s|%s', dispatch_key, topic, attempt, state, parked_at, fence),
+       E'\n' ORDER BY parked_at)
+  FROM aion_wake.parked};
+my ($rows0, $dead0, $parked0) = (up($rows_sql), up($dead_sql), up($parked_sql));
+my $seq0 = up('SELECT last_value FROM aion_wake.lease_token_seq');
+
+up('ALTER EXTENSION aion_wake UPDATE');
+is(up(q{SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'}),
+	'1.1', '(b) ALTER EXTENSION aion_wake UPDATE makes it 1.1');
+is(up($rows_sql), $rows0,
+	'(b) every outbox row keeps its fence, attempt, last_error, lease token and parked_at');
+is(up($dead_sql), $dead0, '(b) the dead letters are intact');
+is( up(q{SELECT count(*) FROM aion_wake.dead_letters WHERE leased_until IS NOT NULL}),
+	'0', '(b) and carry no lease');
+is(up($parked_sql), $parked0, '(b) the parks are still in the set, confirmed, with their fences');
+# f1 failed under 1.0 with a back-off of an hour: the table cannot tell its
+# fence from a lease's, so whether it counts as leased is left open
+is( up(q{
+SELECT string_agg(dispatch_key || ' ' || (leased_until = visible_after), ',' ORDER BY dispatch_key)
+  FROM aion_wake.outbox WHERE leased_until IS NOT NULL AND dispatch_key <> 'f1'}),
+	'q1 true,q2 true,w1 true',
+	'(b) the rows leased under 1.0 carry their lease in leased_until, the others none');
+note('f1, failed under 1.0 with a fence ahead: leased_until '
+	  . up(q{SELECT coalesce(leased_until::text, 'null') FROM aion_wake.outbox WHERE dispatch_key = 'f1'}));
+is(up('SELECT last_value FROM aion_wake.lease_token_seq'), $seq0, '(b) the token sequence is kept');
+is(up(q{SELECT worker_pid FROM aion_wake.status}), $worker,
+	'(b) the same worker serves the updated schema');
+
+up(q{SELECT aion_wake.pulse('t', 1)});
+ok(aw_wait_reoffered($node, 'q3', 'up'), '(b) a pulse after the update re-offers the oldest park');
+is( up(q{
+SELECT parked_at IS NOT NULL AND visible_after > clock_timestamp() + interval '1 hour'
+  FROM aion_wake.outbox WHERE dispatch_key = 'q4'}),
+	't', '(b) and only it: q4 stays parked');
+
+# -- (c) the updated schema in use ----------------------------------------
+up(q{SELECT aion_wake.set_limit('t', 3)});
+is( up(q{SELECT max_in_flight || '/' || in_flight FROM aion_wake.topics WHERE topic = 't'}),
+	'3/2', '(c) set_limit() works: the two leases taken under 1.0 count');
+my @granted = split /\n/,
+  up(q{SELECT dispatch_key || '|' || lease_token FROM aion_wake.claim('t', 5, '1 hour')});
+is(scalar(@granted), 1, '(c) a claim of 5 takes the one slot left');
+is(up(q{SELECT count(*) FROM aion_wake.claim('t', 5, '1 hour')}), '0', '(c) then none');
+my ($gk, $gt) = split /\|/, $granted[0];
+up("SELECT aion_wake.complete('$gk', $gt)");
+is(up(q{SELECT in_flight FROM aion_wake.topics WHERE topic = 't'}), '2',
+	'(c) a complete releases its slot');
+
+my ($short_key, $short_end) = split /\|/,
+  up(q{SELECT dispatch_key || '|' || extract(epoch FROM leased_until) FROM aion_wake.claim('t', 1, '1 s')});
+ok($short_key, '(c) the last slot leased for a second');
+aw_start($w, q{
+SELECT extract(epoch FROM leased_until - interval '1 hour') FROM aion_wake.claim('t', 1, '1 hour', '10 s')});
+($wout) = aw_finish($w);
+ok( $wout ne '' && $wout >= $short_end && $wout - $short_end <= $prompt,
+	'(c) a claimer blocked on the full topic returns promptly at the lease\'s end')
+  or diag($wout eq '' ? 'no row' : sprintf('%.1f ms after it', 1000 * ($wout - $short_end)));
+
+# the session that used 1.0 before the update
+is( $old->query_safe(q{
+SELECT leased_until IS NOT NULL FROM aion_wake.claim('t2', 1, '1 hour')}),
+	'', '(c) (t2 has no row yet)');
+up(q{SELECT aion_wake.enqueue('t2_' || g, '{}', 't2') FROM generate_series(1, 3) g});
+is($old->query_safe(q{SELECT leased_until IS NOT NULL FROM aion_wake.claim('t2', 1, '1 hour')}),
+	't', '(c) a session that used 1.0 sets leased_until once updated');
+up(q{SELECT aion_wake.set_limit('t2', 1)});
+is($old->query_safe(q{SELECT count(*) FROM aion_wake.claim('t2', 5, '1 hour')}),
+	'0', '(c) its lease counts: the limit of 1 grants nothing more');
+$old->quit;
+$w->quit;
+
+# -- (d) the same schema as a fresh install -------------------------------
+$node->safe_psql('fresh', 'CREATE EXTENSION aion_wake');
+is($node->safe_psql('fresh', q{SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'}),
+	'1.1', '(d) a fresh install is 1.1');
+
+my $columns_sql = q{
+SELECT string_agg(format('%s.%s: %s %s %s %s', c.relname, a.attnum, a.attname,
+       pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull,
+       pg_catalog.pg_get_expr(d.adbin, d.adrelid)), E'\n' ORDER BY c.relname, a.attnum)
+  FROM pg_catalog.pg_attribute a
+  JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+ WHERE n.nspname = 'aion_wake' AND a.attnum > 0 AND NOT a.attisdropped};
+is(up($columns_sql), $node->safe_psql('fresh', $columns_sql),
+	'(d) every table and view has the same columns, in the same order');
+like(up($columns_sql), qr/^outbox\.10: leased_until /m, '(d) leased_until is the last column of outbox');
+like(up($columns_sql), qr/^dead_letters\.12: leased_until /m, '(d) and of dead_letters');
+
+sub dump_schema
+{
+	my ($db, @opts) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[
+			'pg_dump', '--schema-only', @opts, '-h', $node->host,
+			'-p', $node->port, '-d', $db
+		],
+		'>', \$out, '2>', \$err) or die "pg_dump $db failed: $err";
+	return $out;
+}
+
+# what must differ between two databases' --binary-upgrade dumps
+sub normalise
+{
+	my ($dump, $db) = @_;
+	$dump =~ s/^(SELECT pg_catalog\.binary_upgrade_set_next_\w+\()'\d+'/$1'N'/mg;
+	$dump =~ s/^(SELECT pg_catalog\.binary_upgrade_create_empty_extension\(.*?, )'\{[\d,]*\}'/$1'{N}'/mg;
+	$dump =~ s/(rel|dat)(frozenxid|minmxid) = '\d+'/$1$2 = 'N'/g;
+	$dump =~ s/^WHERE oid = '\d+';$/WHERE oid = 'N';/mg;
+	$dump =~ s/^(SELECT pg_catalog\.setval\('aion_wake\.lease_token_seq', )\d+, \w+\)/$1N)/mg;
+	$dump =~ s/datname = '\Q$db\E'/datname = 'DB'/g;
+	$dump =~ s/^\\(un)?restrict \S+$/\\$1restrict KEY/mg;
+	return $dump;
+}
+
+my ($plain_up, $plain_fresh) = (dump_schema('up'), dump_schema('fresh'));
+like($plain_up, qr/CREATE EXTENSION IF NOT EXISTS aion_wake/, '(d) the plain dump names the extension');
+is(normalise($plain_up, 'up'), normalise($plain_fresh, 'fresh'),
+	'(d) pg_dump --schema-only: the same');
+
+my ($bin_up, $bin_fresh) =
+  (dump_schema('up', '--binary-upgrade'), dump_schema('fresh', '--binary-upgrade'));
+like($bin_up, qr/CREATE TABLE aion_wake\.limits/,
+	'(d) the --binary-upgrade dump holds the extension\'s own objects');
+my ($n_up, $n_fresh) = (normalise($bin_up, 'up'), normalise($bin_fresh, 'fresh'));
+if ($n_up eq $n_fresh)
+{
+	pass('(d) pg_dump --schema-only --binary-upgrade: the same, once normalised');
+}
+else
+{
+	my $dir = $PostgreSQL::Test::Utils::tmp_check;
+	PostgreSQL::Test::Utils::append_to_file("$dir/028_up.sql", $n_up);
+	PostgreSQL::Test::Utils::append_to_file("$dir/028_fresh.sql", $n_fresh);
+	my ($diff) = ('');
+	IPC::Run::run([ 'diff', '-u', "$dir/028_fresh.sql", "$dir/028_up.sql" ], '>', \$diff);
+	fail('(d) pg_dump --schema-only --binary-upgrade: the same, once normalised');
+	diag(length($diff) > 4000 ? substr($diff, 0, 4000) : $diff);
+}
+
+$node->stop;
+done_testing();
