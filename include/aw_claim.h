@@ -16,8 +16,7 @@
 #include "fmgr.h"
 
 extern void aw_claim_next_check(FunctionCallInfo fcinfo, int argno_next);
-extern void aw_claim_next(FunctionCallInfo fcinfo, const char *key, const char *topic,
-						  bool has_token, int64 token, int argno_next,
+extern void aw_claim_next(FunctionCallInfo fcinfo, const char *topic, int argno_next,
 						  bool spend_parked);
 
 #endif							/* AW_CLAIM_H */

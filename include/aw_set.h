@@ -173,6 +173,18 @@ typedef struct AwLiveLease
 	TimestampTz ends;
 } AwLiveLease;
 
+/*
+ * A lease of a limited topic a transaction settled: a claim in the same
+ * transaction may take over its slot (the zero-gap hand-off).  pulse: the
+ * settle was not park(), so the slot may go to a parked row.
+ */
+typedef struct AwSettledLease
+{
+	char		key[AW_KEY_MAXLEN + 1];
+	int64		token;
+	bool		pulse;
+} AwSettledLease;
+
 /* a lease released because its end passed: wake one claimer of its topic */
 typedef struct AwReleased
 {
@@ -230,7 +242,7 @@ extern int	aw_set_take_unfenced(const char *topic, int64 *want,
 /* known capacity: limits, reservations, leases */
 extern int32 aw_set_reserve(const char *topic, int32 want, bool *limited);
 extern void aw_set_unreserve(const char *topic, int32 n);
-extern void aw_set_leases_open(const AwLiveLease *leases, int n);
+extern bool aw_set_leases_open(const AwLiveLease *leases, int n);
 extern void aw_set_leases_commit(const AwLiveLease *leases, int n);
 extern void aw_set_leases_rollback(const AwLiveLease *leases, int n);
 /* what aw_set_lease_release did */
@@ -239,8 +251,8 @@ extern void aw_set_leases_rollback(const AwLiveLease *leases, int n);
 #define AW_RELEASE_PASSED	2	/* its successor holds the slot */
 
 extern int	aw_set_lease_release(const char *key, int64 token, char *topic);
-extern bool aw_set_lease_hand_off(const char *key, int64 token);
-extern void aw_set_lease_take_back(const char *key, int64 token);
+extern int32 aw_set_reserve_handed(const char *topic, AwSettledLease *settled, int n,
+								   int32 *left);
 extern void aw_set_lease_link(const char *pred_key, int64 pred_token,
 							  const char *succ_key, int64 succ_token);
 extern int	aw_set_expire_leases(TimestampTz now, AwReleased *out, int max_out,
@@ -249,6 +261,7 @@ extern int32 aw_set_free_slots(const char *topic);
 extern bool aw_set_topic_limited(const char *topic, int32 *max_in_flight);
 extern AwLimitResult aw_set_limit_promise(const char *topic, int32 max_in_flight,
 										  int32 n_leases, int32 *old_max);
+extern bool aw_set_limit_repromise(int32 n_old, int32 n_new);
 extern int32 aw_set_limit_end(const char *topic, int32 max_in_flight, int32 old_max,
 							  const AwLiveLease *leases, int32 n_leases, bool commit);
 extern bool aw_set_limit_load(const char *topic, int32 max_in_flight,

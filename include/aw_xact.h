@@ -74,6 +74,9 @@ extern AwLiveLease *aw_xact_prepare_leases(int n);
 extern void aw_xact_record_settle(const char *key, int64 token, const char *topic,
 								  bool limited, bool pulse, TimestampTz old_fence);
 
+/* the leases of a limited topic this transaction settled, newest first */
+extern int	aw_xact_settled_leases(const char *topic, AwSettledLease *out, int max);
+
 /*
  * set_limit(): recorded before the pool is promised anything; the caller
  * sets the flag returned, and old_max, once aw_set_limit_promise succeeded.
@@ -87,8 +90,16 @@ typedef struct AwLimitRecord
 	int32		old_max;
 } AwLimitRecord;
 
+/*
+ * Called just before the commit of a set_limit() that gives a topic its
+ * first limit (when it may still raise): count the topic's live leases
+ * again, replacing *leases and *n_leases.
+ */
+typedef void (*aw_recount_fn) (const char *topic, AwLiveLease **leases, int32 *n_leases);
+
 extern AwLimitRecord *aw_xact_record_limit(const char *topic, int32 max_in_flight,
-										   AwLiveLease *leases, int32 n_leases);
+										   AwLiveLease *leases, int32 n_leases,
+										   aw_recount_fn recount);
 
 /* rows locked and not taken by a claim: claimable again when it ends */
 extern void aw_xact_record_released(const char *topic, int64 rows);

@@ -71,23 +71,11 @@ typedef struct AwClaimTopic
 	bool		limited;
 	uint64		ready_gen;		/* readiness before reserving (rule 3) */
 	AwReserveRecord *reserve;
+	/* the zero-gap hand-off: leases this transaction settled pass their slots */
+	AwSettledLease *from;		/* the leases, handed of them */
+	int32		handed;
+	int32		own_slots;		/* slots spent on the oldest confirmed parks first */
 } AwClaimTopic;
-
-/*
- * A settle that takes the next rows of its topic (the zero-gap hand-off):
- * the lease it settled, whether its slot passes to the first row taken
- * (a limited topic not over its limit), and the slot the settle freed,
- * spent first on the topic's oldest confirmed park (not after park()).
- */
-typedef struct AwHandOff
-{
-	const char *key;
-	int64		token;
-	bool		handed;
-	AwReserveRecord *reserve;	/* the record of the slot handed */
-	int			own_slots;
-	bool		linked;			/* the first lease taken was paired */
-} AwHandOff;
 
 /* one call of claim() */
 typedef struct AwClaim
@@ -100,7 +88,8 @@ typedef struct AwClaim
 	int			ntopics;
 	char	   *names[AW_WAIT_MAX_TOPICS];
 	AwClaimTopic topics[AW_WAIT_MAX_TOPICS];
-	AwHandOff  *handoff;		/* for topics[0], or NULL */
+	bool		settle_slot;	/* topics[0] is unlimited and a settle in this
+								 * call freed a slot of it (see aw_claim_next) */
 	/* rows taken by the current attempt */
 	uint64		claimed;
 	AwLiveLease *leases;		/* of limited topics */
@@ -228,7 +217,10 @@ aw_claim_parked_row(void *arg, HeapTuple tup, TupleDesc desc, int first)
 /*
  * Reserve slots of the claim's topics in mask (each up to max_rows; an
  * unlimited topic gives max_rows), holding each topic's lock in share
- * mode.  The slot a hand-off passes is the first of its topic's.  Returns
+ * mode.  A topic's first slots are those of the leases of it this
+ * transaction settled, when the set passes them on (the zero-gap
+ * hand-off); a slot whose settle was not park() is spent on the topic's
+ * oldest confirmed park first, as the pulse it would have been.  Returns
  * the number of topics with rows to give.
  */
 static int
@@ -240,27 +232,37 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 	for (i = 0; i < c->ntopics; i++)
 	{
 		AwClaimTopic *t = &c->topics[i];
-		bool		handed = (i == 0 && c->handoff != NULL && c->handoff->handed);
 
-		t->allow = t->got = t->excess = 0;
+		t->allow = t->got = t->excess = t->handed = t->own_slots = 0;
 		t->reserve = NULL;
 		t->limited = false;
 		if ((mask & (UINT64CONST(1) << i)) == 0)
 			continue;
 		if (limits)
 		{
+			int			n;
+			int			j;
+
 			aw_lock_topic(t->name, AccessShareLock);
 			t->ready_gen = aw_waiters_ready_gen(MyDatabaseId, t->name);
 			/* recorded first: an error gives back what is reserved */
-			t->reserve = handed ? c->handoff->reserve : aw_xact_prepare_reserve(t->name);
-			t->allow = (handed ? 1 : 0) +
-				aw_set_reserve(t->name, c->max_rows - (handed ? 1 : 0), &t->limited);
-			t->limited |= handed;
+			t->reserve = aw_xact_prepare_reserve(t->name);
+			if (t->from == NULL)
+				t->from = palloc(sizeof(AwSettledLease) * c->max_rows);
+			n = aw_xact_settled_leases(t->name, t->from, c->max_rows);
+			t->handed = aw_set_reserve_handed(t->name, t->from, n, &t->reserve->left);
+			for (j = 0; j < t->handed; j++)
+				t->own_slots += t->from[j].pulse ? 1 : 0;
+			t->allow = t->handed +
+				aw_set_reserve(t->name, c->max_rows - t->handed, &t->limited);
+			t->limited |= t->handed > 0;
 			if (t->limited)
 				t->reserve->left = t->allow;
 		}
 		else
 			t->allow = c->max_rows;
+		if (i == 0 && c->settle_slot && !t->limited)
+			t->own_slots = 1;
 		if (t->allow > 0)
 			open++;
 	}
@@ -269,8 +271,8 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 
 /*
  * After the attempt: the rows of limited topics leased become leases (the
- * first one of a hand-off paired with the lease it succeeds, or, when it
- * took none, the hand-off taken back); reserved slots not used go back,
+ * first ones of a topic paired with the settled leases whose slots they
+ * took over); reserved slots not used go back,
  * and if a row of the topic became claimable since this claim looked, a
  * blocked claimer (which may have found no slot for it) is woken (rule 3).
  * Rows locked and not taken are claimable again when this transaction
@@ -286,16 +288,24 @@ aw_claim_settle_reservations(AwClaim *c)
 		AwLiveLease *kept = aw_xact_prepare_leases(c->nleases);
 
 		memcpy(kept, c->leases, sizeof(AwLiveLease) * c->nleases);
-		aw_set_leases_open(kept, c->nleases);
+		/* a lease that ends before all others: the worker must look again */
+		if (aw_set_leases_open(kept, c->nleases))
+			aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
 	}
-	if (c->handoff != NULL && c->handoff->handed && !c->handoff->linked)
+	for (i = 0; i < c->ntopics; i++)
 	{
-		if (c->topics[0].got > 0)
-			aw_set_lease_link(c->handoff->key, c->handoff->token,
-							  c->leases[0].key, c->leases[0].token);
-		else
-			aw_set_lease_take_back(c->handoff->key, c->handoff->token);
-		c->handoff->linked = true;
+		AwClaimTopic *t = &c->topics[i];
+		int			paired = 0;
+		int			l;
+
+		for (l = 0; l < c->nleases && paired < Min(t->handed, t->got); l++)
+		{
+			if (strcmp(c->leases[l].topic, t->name) != 0)
+				continue;
+			aw_set_lease_link(t->from[paired].key, t->from[paired].token,
+							  c->leases[l].key, c->leases[l].token);
+			paired++;
+		}
 	}
 	for (i = 0; i < c->ntopics; i++)
 	{
@@ -335,7 +345,7 @@ aw_claim_spend(AwClaim *c, int i, int cap)
 	claim.arg = c;
 	aw_reoffer_start(&r);
 	r.slot_cap = cap;
-	r.own_slots = (i == 0 && c->handoff != NULL) ? c->handoff->own_slots : 0;
+	r.own_slots = c->topics[i].own_slots;
 	r.claim = &claim;
 	while (!r.done)
 		(void) aw_reoffer_step(c->topics[i].name, 0, &r, false, NULL);
@@ -377,10 +387,8 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	for (i = 0; i < c->ntopics && c->claimed < (uint64) c->max_rows; i++)
 	{
 		AwClaimTopic *t = &c->topics[i];
-		bool		own = (i == 0 && c->handoff != NULL && c->handoff->own_slots > 0);
-
 		if ((spend & (UINT64CONST(1) << i)) == 0 || t->allow <= 0 ||
-			(!own && !aw_set_topic_has_work(t->name)))
+			(t->own_slots == 0 && !aw_set_topic_has_work(t->name)))
 			continue;
 		aw_claim_spend(c, i, (int) Min((uint64) t->allow, c->max_rows - c->claimed));
 	}
@@ -782,11 +790,11 @@ aw_claim_topics(PG_FUNCTION_ARGS)
  * oldest confirmed park, claimed straight from its fence, else to the
  * oldest visible row; after park, never to a parked row (the consumer just
  * said BUSY).  On a limited topic the slot passes from the settled lease to
- * the first new one without ever being free (aw_set_lease_hand_off), as
- * long as the topic is not over its limit.  When the settle found no row
- * (settled is NULL), nothing is taken.  When nothing is taken, the freed
- * slot is what it would have been without next_rows: released at commit
- * on a limited topic, a pulse of one slot otherwise (unless park).
+ * the first new one without ever being free (aw_claim_reserve), as long as
+ * the topic is not over its limit.  When the settle found no row (topic is
+ * NULL), nothing is taken.  When nothing is taken, the freed slot is what
+ * it would have been without next_rows: released at commit on a limited
+ * topic, a pulse of one slot otherwise (unless park).
  */
 void
 aw_claim_next_check(FunctionCallInfo fcinfo, int argno_next)
@@ -796,12 +804,10 @@ aw_claim_next_check(FunctionCallInfo fcinfo, int argno_next)
 }
 
 void
-aw_claim_next(FunctionCallInfo fcinfo, const char *key, const char *topic,
-			  bool has_token, int64 token, int argno_next, bool spend_parked)
+aw_claim_next(FunctionCallInfo fcinfo, const char *topic, int argno_next,
+			  bool spend_parked)
 {
 	AwClaim    *c = palloc0(sizeof(AwClaim));
-	AwHandOff	h;
-	int32		max_in_flight;
 
 	c->rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	c->max_rows = aw_arg_int_range(fcinfo, argno_next, "next_rows", 0, AW_MAX_ROWS_LIMIT);
@@ -814,20 +820,7 @@ aw_claim_next(FunctionCallInfo fcinfo, const char *key, const char *topic,
 	strlcpy(c->topics[0].name, topic, sizeof(c->topics[0].name));
 	c->names[0] = c->topics[0].name;
 	c->ntopics = 1;
-
-	memset(&h, 0, sizeof(h));
-	h.key = key;
-	h.token = token;
-	h.own_slots = spend_parked ? 1 : 0;
-	/* the transaction's own lock, taken by the settle, keeps set_limit() off */
-	if (has_token && aw_set_topic_limited(topic, &max_in_flight))
-	{
-		/* recorded first, so that an error gives the reserved slot back */
-		h.reserve = aw_xact_prepare_reserve(topic);
-		h.handed = aw_set_lease_hand_off(key, token);
-		h.reserve->left = h.handed ? 1 : 0;
-	}
-	c->handoff = &h;
+	c->settle_slot = spend_parked;
 
 	SPI_connect();
 	if (!c->served)
@@ -837,5 +830,5 @@ aw_claim_next(FunctionCallInfo fcinfo, const char *key, const char *topic,
 
 	/* nothing taken on an unlimited topic: the freed slot is a pulse */
 	if (c->claimed == 0 && spend_parked && !c->topics[0].limited && c->served)
-		aw_xact_record_pulse(topic, 1);
+		aw_xact_record_pulse(c->topics[0].name, 1);
 }

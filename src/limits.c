@@ -42,6 +42,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "aw_args.h"
@@ -179,6 +180,50 @@ aw_limits_ensure_loaded(void)
 	aw_set_mark_limits_loaded(table);
 }
 
+/* set_limit() cannot promise what the limit needs: say why */
+static void
+aw_limit_refused(const char *topic, AwLimitResult r, int32 n_leases)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 r == AW_LIMIT_TOPICS_FULL ?
+			 errmsg("aion_wake topic table is full") :
+			 errmsg("aion_wake lease pool cannot hold this limit"),
+			 r == AW_LIMIT_TOPICS_FULL ?
+			 errdetail("Topic \"%s\" could not be added to it.", topic) :
+			 r == AW_LIMIT_POOL_FULL ?
+			 errdetail("The limits of all topics together may not exceed %d.", aw_max_leases) :
+			 errdetail("Topic \"%s\" has %d live leases and the pool has no room for them.",
+					   topic, n_leases),
+			 errhint("Increase \"%s\".", r == AW_LIMIT_TOPICS_FULL ?
+					 "aion_wake.max_topics" : "aion_wake.max_leases")));
+}
+
+/*
+ * Just before the commit of a set_limit() that gives a topic its first
+ * limit: count its live leases again.  The transaction holds the topic's
+ * lock exclusively, so only its own claims and settles, made after
+ * set_limit() counted, can have changed them; those count too.
+ */
+static void
+aw_limits_recount(const char *topic, AwLiveLease **leases, int32 *n_leases)
+{
+	AwLiveLease *now_live;
+	int32		n;
+
+	/* no portal is left at this point: the statement needs a snapshot */
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	now_live = aw_read_live_leases(topic, &n);
+	SPI_finish();
+	PopActiveSnapshot();
+	if (!aw_set_limit_repromise(*n_leases, n))
+		aw_limit_refused(topic, AW_LIMIT_LEASES_FULL, n);
+	pfree(*leases);
+	*leases = now_live;
+	*n_leases = n;
+}
+
 /*
  * set_limit(topic, max_in_flight): at most max_in_flight rows of the topic
  * leased at once, from the commit of this transaction; NULL removes the
@@ -233,23 +278,12 @@ aw_set_limit(PG_FUNCTION_ARGS)
 		leases = aw_read_live_leases(topic, &n_leases);
 	SPI_finish();
 
-	rec = aw_xact_record_limit(topic, max_in_flight, leases, n_leases);
+	rec = aw_xact_record_limit(topic, max_in_flight, leases, n_leases,
+							   leases != NULL ? aw_limits_recount : NULL);
 	r = aw_set_limit_promise(topic, max_in_flight, n_leases, &rec->old_max);
 	rec->promised = (r == AW_LIMIT_OK);
 	if (r != AW_LIMIT_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 r == AW_LIMIT_TOPICS_FULL ?
-				 errmsg("aion_wake topic table is full") :
-				 errmsg("aion_wake lease pool cannot hold this limit"),
-				 r == AW_LIMIT_TOPICS_FULL ?
-				 errdetail("Topic \"%s\" could not be added to it.", topic) :
-				 r == AW_LIMIT_POOL_FULL ?
-				 errdetail("The limits of all topics together may not exceed %d.", aw_max_leases) :
-				 errdetail("Topic \"%s\" has %d live leases and the pool has no room for them.",
-						   topic, n_leases),
-				 errhint("Increase \"%s\".", r == AW_LIMIT_TOPICS_FULL ?
-						 "aion_wake.max_topics" : "aion_wake.max_leases")));
+		aw_limit_refused(topic, r, n_leases);
 	PG_RETURN_VOID();
 }
 

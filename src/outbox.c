@@ -212,7 +212,7 @@ aw_enqueue(PG_FUNCTION_ARGS)
 /* What a settle statement returned about the row it settled. */
 typedef struct AwSettled
 {
-	char	   *topic;
+	char		topic[AW_TOPIC_MAXLEN + 1];
 	int64		token;			/* the lease token the row carried */
 	bool		has_token;
 	TimestampTz old_fence;		/* visible_after before the call */
@@ -230,7 +230,8 @@ aw_read_settled(AwSettled *out)
 	bool		isnull;
 	Datum		d;
 
-	out->topic = SPI_getvalue(tup, desc, 1);
+	text_to_cstring_buffer(DatumGetTextPP(SPI_getbinval(tup, desc, 1, &isnull)),
+						   out->topic, sizeof(out->topic));
 	d = SPI_getbinval(tup, desc, 2, &isnull);
 	out->has_token = !isnull;
 	out->token = isnull ? 0 : DatumGetInt64(d);
@@ -370,7 +371,6 @@ aw_do_park(FunctionCallInfo fcinfo, char **keyp, AwSettled *settled)
 	Datum		args[4];
 	char		nulls[5] = "    ";
 	uint64		n;
-	char	   *topic = NULL;
 	int32		attempt = 0;
 	AwSavedEntry before;
 
@@ -392,7 +392,6 @@ aw_do_park(FunctionCallInfo fcinfo, char **keyp, AwSettled *settled)
 		bool		isnull;
 
 		aw_read_settled(settled);
-		topic = MemoryContextStrdup(CurTransactionContext, settled->topic);
 		attempt = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 											  SPI_tuptable->tupdesc, 4, &isnull));
 
@@ -404,16 +403,15 @@ aw_do_park(FunctionCallInfo fcinfo, char **keyp, AwSettled *settled)
 		before.valid = !isnull;
 		before.fence = settled->old_fence;
 		before.attempt = attempt;
-		strlcpy(before.topic, topic, sizeof(before.topic));
+		strlcpy(before.topic, settled->topic, sizeof(before.topic));
 		aw_record_settled(key, settled, false);
-		settled->topic = topic;
 	}
 	SPI_finish();
 	*keyp = key;
 	if (n != 1)
 		return false;
 
-	aw_xact_record_visibility(topic, fence, now);
+	aw_xact_record_visibility(settled->topic, fence, now);
 	if (!aw_database_is_served())
 		aw_warn_unserved_once();
 	else
@@ -422,7 +420,7 @@ aw_do_park(FunctionCallInfo fcinfo, char **keyp, AwSettled *settled)
 		AwParkRecord *rec = aw_xact_prepare_park(key);
 		AwParkResult r;
 
-		r = aw_set_park(AW_KIND_FENCED, key, topic, attempt, now, fence,
+		r = aw_set_park(AW_KIND_FENCED, key, settled->topic, attempt, now, fence,
 						&rec->generation, &rec->saved);
 		if (r == AW_PARK_OK)
 		{
@@ -553,8 +551,7 @@ aw_settle_next(FunctionCallInfo fcinfo, AwSettleFn settle, int argno_next,
 
 	aw_claim_next_check(fcinfo, argno_next);
 	found = settle(fcinfo, &key, &s);
-	aw_claim_next(fcinfo, key, found ? s.topic : NULL, s.has_token, s.token,
-				  argno_next, spend_parked);
+	aw_claim_next(fcinfo, found ? s.topic : NULL, argno_next, spend_parked);
 	return (Datum) 0;
 }
 

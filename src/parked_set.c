@@ -1606,7 +1606,7 @@ aw_set_copy_topics(int *n)
 				r->pulses = (int64) Min(t->pulses, (uint64) PG_INT64_MAX);
 				r->reoffered = (int64) Min(t->reoffered, (uint64) PG_INT64_MAX);
 				r->max_in_flight = t->max_in_flight;
-				r->in_flight = t->n_leases + t->untracked;
+				r->in_flight = t->n_leases + t->untracked - t->handoffs;
 				count++;
 			}
 		}
@@ -1818,9 +1818,11 @@ aw_lease_remove(AwLease *l)
  * belongs to a lease that has ended (the row could be claimed again): it
  * is dropped first, and counted as expired.  A full pool counts the lease
  * as untracked, released all together at the latest of their ends -- late,
- * never early.  Caller holds the set lock exclusively.
+ * never early.  Returns true when the lease is now the first to end: whoever
+ * sleeps until a lease end must look again.  Caller holds the set lock
+ * exclusively.
  */
-static void
+static bool
 aw_lease_add(AwTopic *t, const char *key, int64 token, TimestampTz ends,
 			 int32 open_pid)
 {
@@ -1835,7 +1837,7 @@ aw_lease_add(AwTopic *t, const char *key, int64 token, TimestampTz ends,
 		AwLeaseKey	same = l->key;
 
 		if (l->token == token)
-			return;				/* already recorded (a reload) */
+			return false;		/* already recorded (a reload) */
 		aw_shared->counters.leases_expired++;
 		(void) aw_lease_remove(l);
 		l = hash_search(aw_leases, &same, HASH_ENTER_NULL, &found);
@@ -1845,7 +1847,7 @@ aw_lease_add(AwTopic *t, const char *key, int64 token, TimestampTz ends,
 		t->untracked++;
 		t->untracked_until = Max(t->untracked_until, ends);
 		aw_topic_update_quiet(t);
-		return;
+		return false;
 	}
 	l->topic = t;
 	l->token = token;
@@ -1860,6 +1862,7 @@ aw_lease_add(AwTopic *t, const char *key, int64 token, TimestampTz ends,
 	dlist_push_tail(&t->leases, &l->topic_node);
 	t->n_leases++;
 	aw_topic_update_quiet(t);
+	return l->end_node.index == 0;
 }
 
 /* The lease record of a row of this database, or NULL. */
@@ -1919,11 +1922,13 @@ aw_set_unreserve(const char *topic, int32 n)
 
 /*
  * A claim leased rows of limited topics: one reserved slot of each row's
- * topic becomes a lease, open until the claim commits.
+ * topic becomes a lease, open until the claim commits.  Returns true when
+ * one of them is now the first lease to end: the worker must look again.
  */
-void
+bool
 aw_set_leases_open(const AwLiveLease *leases, int n)
 {
+	bool		first = false;
 	int			i;
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
@@ -1934,9 +1939,10 @@ aw_set_leases_open(const AwLiveLease *leases, int n)
 		if (t == NULL)
 			continue;
 		t->reserved = Max(0, t->reserved - 1);
-		aw_lease_add(t, leases[i].key, leases[i].token, leases[i].ends, MyProcPid);
+		first |= aw_lease_add(t, leases[i].key, leases[i].token, leases[i].ends, MyProcPid);
 	}
 	LWLockRelease(aw_shared->lock);
+	return first;
 }
 
 /* The claim that took these leases committed.  Never raises. */
@@ -2004,55 +2010,57 @@ aw_set_lease_release(const char *key, int64 token, char *topic)
 }
 
 /*
- * The zero-gap hand-off: the transaction that settles a lease takes the
- * next row of its topic, and the slot passes from the old lease to the new
- * one without ever being free.  Mark the lease (token) handed and reserve
- * its slot for the successor -- only while the topic is not over its limit
- * (after a lowering, the slot is released instead).  Returns false when no
- * slot passes (no such live lease, or over the limit).
+ * The zero-gap hand-off: the transaction that settled these n leases of a
+ * topic (of this database) claims its next rows, and a lease's slot passes
+ * to a new one without ever being free.  Reserve one slot for each of them
+ * that is still live and has passed its slot to no successor yet -- only
+ * while the topic is not over its limit (after a lowering, the slots are
+ * released instead).  Those come first in settled (moved there), and
+ * *left counts them at once, so that an error gives them back.  Returns
+ * how many.  The claim pairs each with the lease that takes its slot
+ * (aw_set_lease_link), or gives the slot back (aw_set_unreserve).
  */
-bool
-aw_set_lease_hand_off(const char *key, int64 token)
+int32
+aw_set_reserve_handed(const char *topic, AwSettledLease *settled, int n, int32 *left)
 {
-	AwLease    *l;
-	bool		passed = false;
+	AwTopic    *t;
+	int32		handed = 0;
+	int			i;
 
+	if (n == 0)
+		return 0;
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	l = aw_lease_find(key);
-	if (l != NULL && l->token == token && !l->handed && l->partner == NULL &&
-		aw_topic_used(l->topic) <= l->topic->max_in_flight)
+	t = aw_topic_find(MyDatabaseId, topic, false);
+	if (t != NULL && t->max_in_flight > 0 && aw_topic_used(t) <= t->max_in_flight)
 	{
-		l->handed = true;
-		l->topic->handoffs++;
-		l->topic->reserved++;
-		passed = true;
+		for (i = 0; i < n; i++)
+		{
+			AwLease    *l = aw_lease_find(settled[i].key);
+
+			if (l == NULL || l->topic != t || l->token != settled[i].token ||
+				l->handed || l->partner != NULL)
+				continue;
+			if (i != handed)
+			{
+				AwSettledLease tmp = settled[handed];
+
+				settled[handed] = settled[i];
+				settled[i] = tmp;
+			}
+			handed++;
+			t->reserved++;
+			(*left)++;
+		}
 	}
 	LWLockRelease(aw_shared->lock);
-	return passed;
+	return handed;
 }
 
 /*
- * The hand-off's successor: link the new lease (succ) to the one handed
- * (pred), or, when the claim took no row (succ NULL), take the hand-off
- * back: the old lease keeps its slot.  The reserved slot is the claim's to
- * turn into the lease or give back (aw_set_leases_open, aw_set_unreserve).
+ * A lease (succ) took the slot reserved for a settled one (pred): pair
+ * them, so that they share the slot until both are over.  When pred is
+ * gone already (its end passed), succ simply holds the slot it took.
  */
-void
-aw_set_lease_take_back(const char *key, int64 token)
-{
-	AwLease    *l;
-
-	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	l = aw_lease_find(key);
-	if (l != NULL && l->token == token && l->handed && l->partner == NULL)
-	{
-		l->handed = false;
-		l->topic->handoffs--;
-	}
-	LWLockRelease(aw_shared->lock);
-}
-
-/* Pair the handed lease (pred) with its successor (succ).  See above. */
 void
 aw_set_lease_link(const char *pred_key, int64 pred_token, const char *succ_key,
 				  int64 succ_token)
@@ -2063,19 +2071,14 @@ aw_set_lease_link(const char *pred_key, int64 pred_token, const char *succ_key,
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	pred = aw_lease_find(pred_key);
 	succ = aw_lease_find(succ_key);
-	if (pred != NULL && pred->token == pred_token && pred->handed &&
+	if (pred != NULL && pred->token == pred_token && !pred->handed &&
 		pred->partner == NULL && succ != NULL && succ->token == succ_token &&
-		succ->partner == NULL)
+		succ->partner == NULL && succ->topic == pred->topic)
 	{
+		pred->handed = true;
 		pred->partner = succ;
 		succ->partner = pred;
-	}
-	else if (pred != NULL && pred->token == pred_token && pred->handed &&
-			 pred->partner == NULL)
-	{
-		/* the successor is gone already: the old lease keeps the slot */
-		pred->handed = false;
-		pred->topic->handoffs--;
+		pred->topic->handoffs++;
 	}
 	LWLockRelease(aw_shared->lock);
 }
@@ -2208,6 +2211,27 @@ aw_set_limit_promise(const char *topic, int32 max_in_flight, int32 n_leases,
 }
 
 /*
+ * Just before the commit of a set_limit() that gives a topic its first
+ * limit, its live leases were counted again, n_old before, n_new now:
+ * promise the pool the difference.  Returns false when it cannot hold it.
+ */
+bool
+aw_set_limit_repromise(int32 n_old, int32 n_new)
+{
+	bool		ok = true;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	if (n_new > n_old &&
+		hash_get_num_entries(aw_leases) + aw_shared->records_promised + (n_new - n_old) >
+		aw_max_leases)
+		ok = false;
+	else
+		aw_shared->records_promised += n_new - n_old;
+	LWLockRelease(aw_shared->lock);
+	return ok;
+}
+
+/*
  * The set_limit() transaction ended.  At commit the limit applies: a topic
  * that had none takes in the leases set_limit() found (those still live);
  * a limit removed drops the topic's lease records.  Returns how many
@@ -2269,7 +2293,7 @@ aw_topic_apply_limit(AwTopic *t, int32 max_in_flight, const AwLiveLease *leases,
 		for (i = 0; i < n_leases; i++)
 		{
 			if (leases[i].ends > now)
-				aw_lease_add(t, leases[i].key, leases[i].token, leases[i].ends, 0);
+				(void) aw_lease_add(t, leases[i].key, leases[i].token, leases[i].ends, 0);
 		}
 	}
 	t->max_in_flight = max_in_flight;

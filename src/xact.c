@@ -61,6 +61,7 @@ typedef struct AwRecord
 {
 	dlist_node	node;
 	AwRecordKind kind;
+	dlist_node	settled_node;	/* SETTLE of a limited topic: in its topic's list */
 	AwParkRecord park;			/* PARK */
 	uint64		generation;		/* FORGET: the entry's */
 	AwTakeBatch *batch;			/* TAKE */
@@ -73,6 +74,7 @@ typedef struct AwRecord
 	TimestampTz old_fence;		/* SETTLE */
 	int32		max_in_flight;	/* LIMIT */
 	AwLimitRecord limit;		/* LIMIT */
+	aw_recount_fn recount;		/* LIMIT */
 	char		topic[AW_TOPIC_MAXLEN + 1]; /* SETTLE, LIMIT */
 	char		key[AW_KEY_MAXLEN + 1]; /* PARK, FORGET, SETTLE */
 } AwRecord;
@@ -108,8 +110,18 @@ typedef struct AwLevel
 	HTAB	   *sums;			/* made on first use */
 } AwLevel;
 
+/* the limited settles of one topic, newest last (hand-off candidates) */
+typedef struct AwSettledList
+{
+	char		topic[AW_TOPIC_MAXLEN + 1]; /* hash key: must be first */
+	dlist_head	records;
+} AwSettledList;
+
 /* the innermost level; NULL when this transaction recorded nothing */
 static AwLevel *aw_level = NULL;
+
+/* topic -> AwSettledList; made on the transaction's first limited settle */
+static HTAB *aw_settled = NULL;
 static bool aw_callbacks_registered = false;
 
 static void aw_xact_callback(XactEvent event, void *arg);
@@ -206,11 +218,59 @@ aw_xact_record_settle(const char *key, int64 token, const char *topic,
 	r->pulse = pulse;
 	r->old_fence = old_fence;
 	r->limited = limited;
+	if (limited)
+	{
+		AwSettledList *list;
+		bool		found;
+
+		if (aw_settled == NULL)
+		{
+			HASHCTL		ctl;
+
+			ctl.keysize = AW_TOPIC_MAXLEN + 1;
+			ctl.entrysize = sizeof(AwSettledList);
+			ctl.hcxt = TopTransactionContext;
+			aw_settled = hash_create("aion_wake settled leases", 8, &ctl,
+									 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		}
+		list = hash_search(aw_settled, r->topic, HASH_ENTER, &found);
+		if (!found)
+			dlist_init(&list->records);
+		dlist_push_tail(&list->records, &r->settled_node);
+	}
+}
+
+/*
+ * The leases of a limited topic this transaction settled (and has not
+ * rolled back), newest first, at most max: a claim in the same transaction
+ * may take over their slots (the zero-gap hand-off).  Returns how many.
+ */
+int
+aw_xact_settled_leases(const char *topic, AwSettledLease *out, int max)
+{
+	AwSettledList *list;
+	dlist_iter	iter;
+	int			n = 0;
+
+	if (aw_settled == NULL || max <= 0 ||
+		(list = hash_search(aw_settled, topic, HASH_FIND, NULL)) == NULL)
+		return 0;
+	dlist_reverse_foreach(iter, &list->records)
+	{
+		AwRecord   *r = dlist_container(AwRecord, settled_node, iter.cur);
+
+		strlcpy(out[n].key, r->key, sizeof(out[n].key));
+		out[n].token = r->token;
+		out[n].pulse = r->pulse;
+		if (++n == max)
+			break;
+	}
+	return n;
 }
 
 AwLimitRecord *
 aw_xact_record_limit(const char *topic, int32 max_in_flight, AwLiveLease *leases,
-					 int32 n_leases)
+					 int32 n_leases, aw_recount_fn recount)
 {
 	AwRecord   *r = aw_new_record(AW_REC_LIMIT, NULL);
 
@@ -218,6 +278,7 @@ aw_xact_record_limit(const char *topic, int32 max_in_flight, AwLiveLease *leases
 	r->max_in_flight = max_in_flight;
 	r->leases = leases;
 	r->n_leases = n_leases;
+	r->recount = recount;
 	return &r->limit;
 }
 
@@ -381,6 +442,8 @@ aw_level_undo(AwLevel *l)
 				aw_set_leases_rollback(r->leases, r->n_leases);
 				break;
 			case AW_REC_SETTLE:
+				if (r->limited)
+					dlist_delete(&r->settled_node);
 				/* the row is claimable again if its lease had ended (rule 1) */
 				if (r->old_fence <= GetCurrentTimestamp())
 					aw_waiters_wake(MyDatabaseId, r->topic, 1);
@@ -462,6 +525,9 @@ aw_level_commit(AwLevel *l)
 														r->n_leases, true);
 
 					aw_waiters_wake(MyDatabaseId, r->topic, wake < 0 ? PG_INT32_MAX : wake);
+					/* the worker must learn of the leases' ends */
+					if (r->n_leases > 0)
+						aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
 				}
 				break;
 			case AW_REC_TAKE:
@@ -494,6 +560,25 @@ aw_level_commit(AwLevel *l)
 					break;
 			}
 		}
+	}
+}
+
+/*
+ * Just before the commit, when raising is still allowed: a set_limit()
+ * that gives a topic its first limit counts the topic's live leases again,
+ * so that the leases this transaction took or settled after it count too.
+ */
+static void
+aw_level_before_commit(AwLevel *l)
+{
+	dlist_iter	iter;
+
+	dlist_foreach(iter, &l->records)
+	{
+		AwRecord   *r = dlist_container(AwRecord, node, iter.cur);
+
+		if (r->kind == AW_REC_LIMIT && r->limit.promised && r->recount != NULL)
+			r->recount(r->topic, &r->leases, &r->n_leases);
 	}
 }
 
@@ -580,6 +665,7 @@ aw_xact_callback(XactEvent event, void *arg)
 				aw_level = l->parent;
 				aw_level_merge(l, aw_level);
 			}
+			aw_level_before_commit(aw_level);
 			break;
 
 		case XACT_EVENT_COMMIT:
@@ -587,6 +673,7 @@ aw_xact_callback(XactEvent event, void *arg)
 			for (l = aw_level; l != NULL; l = l->parent)
 				aw_level_commit(l);
 			aw_level = NULL;
+			aw_settled = NULL;
 			break;
 
 		case XACT_EVENT_ABORT:
@@ -594,6 +681,7 @@ aw_xact_callback(XactEvent event, void *arg)
 			for (l = aw_level; l != NULL; l = l->parent)
 				aw_level_undo(l);
 			aw_level = NULL;
+			aw_settled = NULL;
 			break;
 
 		case XACT_EVENT_PREPARE:
@@ -604,6 +692,7 @@ aw_xact_callback(XactEvent event, void *arg)
 			 * compare-and-set, and waiters wake at their fence or deadline.
 			 */
 			aw_level = NULL;
+			aw_settled = NULL;
 			break;
 
 	}

@@ -224,7 +224,8 @@ sub normalise
 	$dump =~ s/^WHERE oid = '\d+';$/WHERE oid = 'N';/mg;
 	$dump =~ s/^(SELECT pg_catalog\.setval\('aion_wake\.lease_token_seq', )\d+, \w+\)/$1N)/mg;
 	$dump =~ s/datname = '\Q$db\E'/datname = 'DB'/g;
-	$dump =~ s/^\\(un)?restrict \S+$/\\$1restrict KEY/mg;
+	$dump =~ s/^\\(un|)restrict \S+$/\\$1restrict KEY/mg;
+	$dump =~ s/^(SELECT pg_catalog\.binary_upgrade_set_next_attribute_versions\()'\{[\w\/,]*\}'/$1'{N}'/mg;
 	return $dump;
 }
 

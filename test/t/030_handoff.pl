@@ -480,8 +480,9 @@ $u0 = last_upd();
 @got = call("complete('pgx', $hh[0][1], 1, '1 hour')");
 is(scalar(@got), 0, '(b) a hand-off does not take a pending park');
 is(updates_of('pgp', $u0), '0|0|-|0|-', '(b) nor touches its row');
-is(sql("SELECT state || '|' || woken FROM aion_wake.parked WHERE dispatch_key = 'pgp'"),
-	'pending|true', '(b) the freed slot, a pulse, is recorded on the pending park');
+ok( aw_poll_for($node, 'postgres', q{
+SELECT state = 'pending' AND woken FROM aion_wake.parked WHERE dispatch_key = 'pgp'}, 10),
+	'(b) the freed slot, a pulse spent by the worker, is recorded on the pending park');
 $s->query_safe('COMMIT');
 ok(aw_poll_for($node, 'postgres', q{
 SELECT parked_at IS NULL AND visible_after <= clock_timestamp()
