@@ -247,8 +247,9 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 			t->ready_gen = aw_waiters_ready_gen(MyDatabaseId, t->name);
 			/* recorded first: an error gives back what is reserved */
 			t->reserve = aw_xact_prepare_reserve(t->name);
-			if (t->from == NULL)
-				t->from = palloc(sizeof(AwSettledLease) * c->max_rows);
+			if (t->from == NULL)	/* kept as long as the claim, across probes */
+				t->from = MemoryContextAlloc(GetMemoryChunkContext(c),
+											 sizeof(AwSettledLease) * c->max_rows);
 			n = aw_xact_settled_leases(t->name, t->from, c->max_rows);
 			t->handed = aw_set_reserve_handed(t->name, t->from, n, &t->reserve->left);
 			for (j = 0; j < t->handed; j++)

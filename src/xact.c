@@ -636,8 +636,12 @@ aw_xact_callback(XactEvent event, void *arg)
 {
 	AwLevel    *l;
 
+	/* every record was undone (ROLLBACK TO): the lists are gone with them */
 	if (aw_level == NULL)
+	{
+		aw_settled = NULL;
 		return;
+	}
 
 	switch (event)
 	{

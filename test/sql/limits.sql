@@ -101,5 +101,37 @@ SELECT waiters FROM aion_wake.status;
 SELECT lease_capacity > 0 AS has_pool, leases >= 0 AS counts, leases_expired >= 0 AS expiries,
        pulses_ignored >= 0 AS ignored FROM aion_wake.status;
 
+-- the hand-off inside one transaction: a claim after a settle takes over
+-- its slot; a settle rolled back to a savepoint passes nothing on, and the
+-- next transaction starts clean
+SELECT aion_wake.set_limit('hx', 1);
+SELECT aion_wake.enqueue('hx' || g, '{}', 'hx') FROM generate_series(1, 3) g;
+SELECT dispatch_key AS hx_key, lease_token AS hx_token FROM aion_wake.claim('hx') \gset
+BEGIN;
+SAVEPOINT s;
+SELECT aion_wake.complete(:'hx_key', :hx_token);
+ROLLBACK TO SAVEPOINT s;
+SELECT count(*) AS nothing_passed FROM aion_wake.claim('hx');
+COMMIT;
+SELECT count(*) AS still_full FROM aion_wake.claim('hx');
+BEGIN;
+SELECT aion_wake.complete(:'hx_key', :hx_token);
+SELECT dispatch_key AS next_row FROM aion_wake.claim('hx', 5);
+SELECT in_flight FROM aion_wake.topics WHERE topic = 'hx';
+COMMIT;
+SELECT in_flight FROM aion_wake.topics WHERE topic = 'hx';
+SELECT count(*) AS full_again FROM aion_wake.claim('hx');
+
+-- set_limit() counts the leases its own transaction takes after it
+SELECT aion_wake.enqueue('hy' || g, '{}', 'hy') FROM generate_series(1, 3) g;
+BEGIN;
+SELECT aion_wake.set_limit('hy', 1);
+SELECT count(*) AS taken FROM aion_wake.claim('hy', 2);
+COMMIT;
+SELECT max_in_flight, in_flight FROM aion_wake.topics WHERE topic = 'hy';
+SELECT count(*) AS over_limit FROM aion_wake.claim('hy');
+
 SELECT aion_wake.set_limit('mb', NULL);
+SELECT aion_wake.set_limit('hx', NULL);
+SELECT aion_wake.set_limit('hy', NULL);
 DELETE FROM aion_wake.outbox;
