@@ -36,7 +36,7 @@ REGRESS_OPTS = --inputdir=test --outputdir=test \
 	--temp-config=test/aion_wake.conf --temp-instance=test/tmp_check \
 	--load-extension=aion_wake
 
-ISOLATION = protocol outbox
+ISOLATION = protocol outbox topics
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation \
 	--temp-config=test/aion_wake.conf --temp-instance=test/tmp_check_iso \
 	--load-extension=aion_wake
