@@ -242,7 +242,8 @@ extern int	aw_set_take_unfenced(const char *topic, int64 *want,
 /* known capacity: limits, reservations, leases */
 extern int32 aw_set_reserve(const char *topic, int32 want, bool *limited);
 extern void aw_set_unreserve(const char *topic, int32 n);
-extern bool aw_set_leases_open(const AwLiveLease *leases, int n);
+extern bool aw_set_leases_open(const AwLiveLease *leases, const AwSettledLease **preds,
+							   int n);
 extern void aw_set_leases_commit(const AwLiveLease *leases, int n);
 extern void aw_set_leases_rollback(const AwLiveLease *leases, int n);
 /* what aw_set_lease_release did */
@@ -253,8 +254,6 @@ extern void aw_set_leases_rollback(const AwLiveLease *leases, int n);
 extern int	aw_set_lease_release(const char *key, int64 token, char *topic);
 extern int32 aw_set_reserve_handed(const char *topic, AwSettledLease *settled, int n,
 								   int32 *left);
-extern void aw_set_lease_link(const char *pred_key, int64 pred_token,
-							  const char *succ_key, int64 succ_token);
 extern int	aw_set_expire_leases(TimestampTz now, AwReleased *out, int max_out,
 								 TimestampTz *next);
 extern int32 aw_set_free_slots(const char *topic);

@@ -61,6 +61,9 @@ PG_FUNCTION_INFO_V1(aw_claim_topics);
 /* columns of aion_wake.outbox: 9 in the 1.0 schema, 10 from 1.1 */
 #define AW_OUTBOX_MAX_NATTS 10
 
+/* at most this many settled leases of a topic pass their slots to one claim */
+#define AW_HANDOFF_MAX 64
+
 /* one topic of a claim */
 typedef struct AwClaimTopic
 {
@@ -105,6 +108,7 @@ static SPIPlanPtr aw_next_fence_plan = NULL;
 static char aw_waiting_on[AW_WAIT_MAX_TOPICS][AW_TOPIC_MAXLEN + 1];
 static char *aw_waiting_names[AW_WAIT_MAX_TOPICS];
 static int	aw_waiting_n = 0;
+static uint64 aw_waiting_woken = 0;	/* the wakes the probe under way serves */
 static bool aw_claim_exit_registered = false;
 
 /*
@@ -249,8 +253,8 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 			t->reserve = aw_xact_prepare_reserve(t->name);
 			if (t->from == NULL)	/* kept as long as the claim, across probes */
 				t->from = MemoryContextAlloc(GetMemoryChunkContext(c),
-											 sizeof(AwSettledLease) * c->max_rows);
-			n = aw_xact_settled_leases(t->name, t->from, c->max_rows);
+											 sizeof(AwSettledLease) * AW_HANDOFF_MAX);
+			n = aw_xact_settled_leases(t->name, t->from, Min(c->max_rows, AW_HANDOFF_MAX));
 			t->handed = aw_set_reserve_handed(t->name, t->from, n, &t->reserve->left);
 			for (j = 0; j < t->handed; j++)
 				t->own_slots += t->from[j].pulse ? 1 : 0;
@@ -287,26 +291,26 @@ aw_claim_settle_reservations(AwClaim *c)
 	if (c->nleases > 0)
 	{
 		AwLiveLease *kept = aw_xact_prepare_leases(c->nleases);
+		const AwSettledLease **preds = palloc0(sizeof(AwSettledLease *) * c->nleases);
 
 		memcpy(kept, c->leases, sizeof(AwLiveLease) * c->nleases);
-		/* a lease that ends before all others: the worker must look again */
-		if (aw_set_leases_open(kept, c->nleases))
-			aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
-	}
-	for (i = 0; i < c->ntopics; i++)
-	{
-		AwClaimTopic *t = &c->topics[i];
-		int			paired = 0;
-		int			l;
-
-		for (l = 0; l < c->nleases && paired < Min(t->handed, t->got); l++)
+		/* a topic's first leases take the slots of the settled ones handed */
+		for (i = 0; i < c->ntopics; i++)
 		{
-			if (strcmp(c->leases[l].topic, t->name) != 0)
-				continue;
-			aw_set_lease_link(t->from[paired].key, t->from[paired].token,
-							  c->leases[l].key, c->leases[l].token);
-			paired++;
+			AwClaimTopic *t = &c->topics[i];
+			int			paired = 0;
+			int			l;
+
+			for (l = 0; l < c->nleases && paired < Min(t->handed, t->got); l++)
+			{
+				if (strcmp(c->leases[l].topic, t->name) == 0)
+					preds[l] = &t->from[paired++];
+			}
 		}
+		/* a lease that ends before all others: the worker must look again */
+		if (aw_set_leases_open(kept, preds, c->nleases))
+			aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
+		pfree(preds);
 	}
 	for (i = 0; i < c->ntopics; i++)
 	{
@@ -532,8 +536,15 @@ aw_claim_probe(AwClaim *c, uint64 ready, uint64 *unused)
 			if ((ready & (UINT64CONST(1) << i)) && c->topics[i].got == 0)
 				*unused |= UINT64CONST(1) << i;
 		}
-		if (claimed == 0 && ready != all)
-			claimed = aw_claim_once(c, all & ~ready, 0);
+		/* rows still wanted: from the other topics */
+		if (claimed < (uint64) c->max_rows && ready != all)
+		{
+			int32		max_rows = c->max_rows;
+
+			c->max_rows -= (int32) claimed;
+			claimed += aw_claim_once(c, all & ~ready, 0);
+			c->max_rows = max_rows;
+		}
 		found = claimed > 0;
 	}
 	PG_CATCH();
@@ -575,6 +586,7 @@ aw_claim_leave(uint64 unused)
 		aw_set_topics_have_work(aw_waiting_names, aw_waiting_n, kept))
 		aw_wake_worker(MyDatabaseId);
 	aw_waiting_n = 0;
+	aw_waiting_woken = 0;
 }
 
 /* A backend that exits while waiting leaves the registry the same way. */
@@ -582,7 +594,7 @@ static void
 aw_claim_exit(int code, Datum arg)
 {
 	if (aw_waiting_n > 0)
-		aw_claim_leave(0);
+		aw_claim_leave(aw_waiting_woken);
 }
 
 /*
@@ -600,6 +612,7 @@ aw_claim_wait(AwClaim *c, int64 wait)
 	uint64		all = (c->ntopics == 64) ? ~UINT64CONST(0) :
 		(UINT64CONST(1) << c->ntopics) - 1;
 	uint64		unused = 0;
+	volatile uint64 pass = 0;
 	bool		first = true;
 	int			i;
 
@@ -636,16 +649,22 @@ aw_claim_wait(AwClaim *c, int64 wait)
 		{
 			TimestampTz now;
 			long		timeout;
+			uint64		woken;
 			uint64		ready;
 
 			ResetLatch(MyLatch);
-			ready = aw_waiter_rearm();
+			woken = aw_waiting_woken = aw_waiter_rearm();
 			/* the first probe, a fence or the deadline passing: look at all */
-			if (first || ready == 0)
-				ready = all;
+			ready = (first || woken == 0) ? all : woken;
 			first = false;
 			if (aw_claim_probe(c, ready, &unused))
+			{
+				/* the wakes it received and took no row for go on */
+				pass = unused & woken;
 				break;
+			}
+			/* wakes that found nothing to claim are spent */
+			aw_waiting_woken = 0;
 			now = GetCurrentTimestamp();
 			if (now >= deadline)
 				break;
@@ -659,11 +678,12 @@ aw_claim_wait(AwClaim *c, int64 wait)
 	}
 	PG_CATCH();
 	{
-		aw_claim_leave(0);
+		/* cancelled in the middle of a probe: its wakes go on */
+		aw_claim_leave(aw_waiting_woken);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	aw_claim_leave(unused);
+	aw_claim_leave(pass);
 }
 
 /*

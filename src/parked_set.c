@@ -1922,11 +1922,15 @@ aw_set_unreserve(const char *topic, int32 n)
 
 /*
  * A claim leased rows of limited topics: one reserved slot of each row's
- * topic becomes a lease, open until the claim commits.  Returns true when
- * one of them is now the first lease to end: the worker must look again.
+ * topic becomes a lease, open until the claim commits.  A lease that took
+ * the slot reserved for a settled one (preds[i], see
+ * aw_set_reserve_handed) is paired with it: they share the slot until
+ * both are over.  When that lease is gone already (its end passed), the
+ * new one simply holds the slot it took.  Returns true when one of them is
+ * now the first lease to end: the worker must look again.
  */
 bool
-aw_set_leases_open(const AwLiveLease *leases, int n)
+aw_set_leases_open(const AwLiveLease *leases, const AwSettledLease **preds, int n)
 {
 	bool		first = false;
 	int			i;
@@ -1940,6 +1944,21 @@ aw_set_leases_open(const AwLiveLease *leases, int n)
 			continue;
 		t->reserved = Max(0, t->reserved - 1);
 		first |= aw_lease_add(t, leases[i].key, leases[i].token, leases[i].ends, MyProcPid);
+		if (preds[i] != NULL)
+		{
+			AwLease    *pred = aw_lease_find(preds[i]->key);
+			AwLease    *succ = aw_lease_find(leases[i].key);
+
+			if (pred != NULL && pred->token == preds[i]->token && !pred->handed &&
+				pred->partner == NULL && pred->topic == t && succ != NULL &&
+				succ->token == leases[i].token && succ->partner == NULL)
+			{
+				pred->handed = true;
+				pred->partner = succ;
+				succ->partner = pred;
+				t->handoffs++;
+			}
+		}
 	}
 	LWLockRelease(aw_shared->lock);
 	return first;
@@ -2018,7 +2037,7 @@ aw_set_lease_release(const char *key, int64 token, char *topic)
  * released instead).  Those come first in settled (moved there), and
  * *left counts them at once, so that an error gives them back.  Returns
  * how many.  The claim pairs each with the lease that takes its slot
- * (aw_set_lease_link), or gives the slot back (aw_set_unreserve).
+ * (aw_set_leases_open), or gives the slot back (aw_set_unreserve).
  */
 int32
 aw_set_reserve_handed(const char *topic, AwSettledLease *settled, int n, int32 *left)
@@ -2054,33 +2073,6 @@ aw_set_reserve_handed(const char *topic, AwSettledLease *settled, int n, int32 *
 	}
 	LWLockRelease(aw_shared->lock);
 	return handed;
-}
-
-/*
- * A lease (succ) took the slot reserved for a settled one (pred): pair
- * them, so that they share the slot until both are over.  When pred is
- * gone already (its end passed), succ simply holds the slot it took.
- */
-void
-aw_set_lease_link(const char *pred_key, int64 pred_token, const char *succ_key,
-				  int64 succ_token)
-{
-	AwLease    *pred;
-	AwLease    *succ;
-
-	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	pred = aw_lease_find(pred_key);
-	succ = aw_lease_find(succ_key);
-	if (pred != NULL && pred->token == pred_token && !pred->handed &&
-		pred->partner == NULL && succ != NULL && succ->token == succ_token &&
-		succ->partner == NULL && succ->topic == pred->topic)
-	{
-		pred->handed = true;
-		pred->partner = succ;
-		succ->partner = pred;
-		pred->topic->handoffs++;
-	}
-	LWLockRelease(aw_shared->lock);
 }
 
 /*
