@@ -60,8 +60,11 @@ use AionWake::Test;
 my $prompt = 0.2;    # seconds: the contract's "promptly"
 my $max_leases = 64;
 
+# statement_timeout: a statement that hangs where it must not fails its
+# test instead of the whole run
 my $node = aw_node(
 	'limits', conf => qq{
+statement_timeout = '90s'
 track_commit_timestamp = on
 aion_wake.max_leases = $max_leases
 shared_preload_libraries = 'aion_wake, pg_stat_statements'
@@ -609,7 +612,7 @@ sql("SELECT aion_wake.set_limit(topic, NULL) FROM aion_wake.limits");
 sql("SELECT aion_wake.set_limit('h', 1)");
 enqueue('h', map { sprintf('h%02d', $_) } 1 .. 20);
 ($hold) = claim_now('h', 1);
-start_claim($_, 'h', '60 s') foreach @c;
+start_claim($_, 'h', '30 s') foreach @c;
 my $pids = join ',', map { $_->{pid} } @c;
 ok( $node->poll_query_until(
 		'postgres', qq{
@@ -759,7 +762,7 @@ $_->quit foreach ($s1, @c);
 # ---------------------------------------------------------------------
 # (i) a database no worker serves
 # ---------------------------------------------------------------------
-my $un = aw_node('unserved', databases => '', create => 0);
+my $un = aw_node('unserved', databases => '', create => 0, conf => "statement_timeout = '90s'\n");
 $un->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
 is($un->safe_psql('postgres', 'SELECT worker_pid IS NULL FROM aion_wake.status'),
 	't', '(i) no worker serves the database');

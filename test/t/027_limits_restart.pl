@@ -37,9 +37,12 @@ use AionWake::Test;
 
 my $prompt = 0.2;
 
-# the test framework turns restart_after_crash off; the kills need it
+# the test framework turns restart_after_crash off; the kills need it;
+# statement_timeout: a statement that hangs where it must not fails its
+# test instead of the whole run
 my $node = aw_node(
 	'limrestart', conf => q{
+statement_timeout = '90s'
 restart_after_crash = on
 track_commit_timestamp = on
 });

@@ -39,7 +39,9 @@ use AionWake::Test;
 
 my $prompt = 0.2;
 
-my $node = aw_node('upgrade', databases => 'up', create => 0);
+# statement_timeout: a statement that hangs fails its test, not the run
+my $node = aw_node('upgrade', databases => 'up', create => 0,
+	conf => "statement_timeout = '90s'\n");
 $node->safe_psql('postgres', 'CREATE DATABASE up');
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 
