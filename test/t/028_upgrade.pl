@@ -19,15 +19,18 @@
 #   (d) the updated schema equals a fresh 1.1 install: pg_dump
 #       --schema-only of both databases, plain and --binary-upgrade (which
 #       dumps the extension's own objects one by one), and the columns of
-#       every table, in order.  Normalised, in the --binary-upgrade dumps
-#       only, because they must differ between two databases: the OIDs
+#       every table, in order.  Normalised, because they must differ
+#       between two databases (only the last applies to the plain dumps,
+#       which name the extension and nothing of it): the OIDs
 #       and relfilenodes pg_dump pins (binary_upgrade_set_next_* and the
 #       config tables' OIDs in binary_upgrade_create_empty_extension, the
-#       TOAST tables' OIDs whose frozen ids are set), the frozen transaction
-#       ids (relfrozenxid, relminmxid, datfrozenxid, datminmxid), the
-#       database's name, the state of lease_token_seq (a config sequence,
-#       whose setval() even --schema-only dumps) and the random key of
-#       pg_dump's \restrict lines.
+#       TOAST tables' OIDs whose frozen ids are set, the attribute versions
+#       some pg_dump 17 pins), the frozen transaction ids (relfrozenxid,
+#       relminmxid, and datfrozenxid, datminmxid should a dump carry them),
+#       the state of lease_token_seq (a config sequence, whose
+#       setval() even --schema-only dumps), the random key of pg_dump's
+#       \restrict lines, and the database's name, should a dump carry it
+#       (those of PostgreSQL 15 do not).
 
 use strict;
 use warnings;
@@ -226,7 +229,7 @@ sub normalise
 	$dump =~ s/^WHERE oid = '\d+';$/WHERE oid = 'N';/mg;
 	$dump =~ s/^(SELECT pg_catalog\.setval\('aion_wake\.lease_token_seq', )\d+, \w+\)/$1N)/mg;
 	$dump =~ s/datname = '\Q$db\E'/datname = 'DB'/g;
-	$dump =~ s/^\\(un|)restrict \S+$/\\$1restrict KEY/mg;
+	$dump =~ s/^\\((?:un)?restrict) \S+$/\\$1 KEY/mg;
 	$dump =~ s/^(SELECT pg_catalog\.binary_upgrade_set_next_attribute_versions\()'\{[\w\/,]*\}'/$1'{N}'/mg;
 	return $dump;
 }
