@@ -236,7 +236,7 @@ sql("SELECT aion_wake.set_limit('kt', NULL)");
 # ---------------------------------------------------------------------
 sql("SELECT aion_wake.set_limit('kb', 3)");
 enqueue('kb', map { "kb$_" } 1 .. 8);
-my @committed = claim_now('kb', 2, '6 s');
+my @committed = claim_now('kb', 2, '8 s');
 $s1 = aw_session($node);
 $s1->query_safe('BEGIN');
 is($s1->query_safe("SELECT dispatch_key FROM aion_wake.claim('kb', 1, '1 hour')"),
@@ -264,7 +264,8 @@ start_claim($c0, 'kb');
 ok(waiters_of('kb', 1), '(b) a claimer waits');
 $row = woken_ok($c0, $committed[0][2],
 	'(b) the end of the leases from before the crash wakes it promptly');
-sql("SELECT aion_wake.complete('$_->[0]', $_->[1])") foreach ($row, @granted);
+# (a row that did not come, after a failure above, is left alone)
+sql("SELECT aion_wake.complete('$_->[0]', $_->[1])") foreach grep { $_->[0] ne '' } ($row, @granted);
 is(lim('kb'), '3/0', '(b) nothing is left in flight');
 is(scalar(claim_now('kb', 10)), 3, '(b) the full capacity of 3 is usable: no slot stranded');
 
@@ -273,7 +274,7 @@ is(scalar(claim_now('kb', 10)), 3, '(b) the full capacity of 3 is usable: no slo
 # ---------------------------------------------------------------------
 sql("SELECT aion_wake.set_limit('kw', 2)");
 enqueue('kw', map { "kw$_" } 1 .. 6);
-@committed = claim_now('kw', 2, '6 s');
+@committed = claim_now('kw', 2, '8 s');
 $c0 = aw_session($node);
 start_claim($c0, 'kw');
 ok(waiters_of('kw', 1), '(c) a claimer waits on the full topic');
@@ -293,7 +294,7 @@ start_claim($c0, 'kw');
 ok(waiters_of('kw', 1), '(c) a claimer waits');
 $row = woken_ok($c0, $committed[0][2],
 	'(c) the end of the leases from before the crash wakes it promptly');
-sql("SELECT aion_wake.complete('$row->[0]', $row->[1])");
+sql("SELECT aion_wake.complete('$row->[0]', $row->[1])") if $row->[0] ne '';
 is(lim('kw'), '2/0', '(c) nothing is left in flight');
 is(scalar(claim_now('kw', 10)), 2, '(c) the full capacity of 2 is usable: no slot stranded');
 $c0->quit;
