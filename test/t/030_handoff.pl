@@ -27,7 +27,8 @@
 #       to the new one: while the hand-off transaction is open, seen from
 #       other sessions, in_flight and the rows with a live lease stay
 #       within the limit and no claim gets a slot, not even in the middle
-#       of the hand-off's statement (held there by the ledger trigger);
+#       of the hand-off's statement (held there by the ledger trigger), nor
+#       the slot another claim holds while the hand-off runs;
 #       after its commit the same, and the claimer blocked on the full
 #       topic is not woken and no pulse is counted; settling the new lease
 #       then wakes it;
@@ -632,6 +633,31 @@ is(keys_of(rows_of($out)), 'ps2', '(e) the hand-off then returns ps2');
 sql("DELETE FROM public.pause");
 is(lim('ps'), '1/1', '(e) in_flight 1');
 is(scalar(claim_now('ps', 5)), 0, '(e) and still no claim gets a slot');
+
+# the hand-off's slot is its own, not another claim's: limit 2, pr1 leased,
+# a claim holds the other slot while the trigger holds it inside its
+# statement; a hand-off meanwhile, then a third claim, which must find
+# no slot (the pair holds one, the open claim the other)
+sql("SELECT aion_wake.set_limit('pr', 2)");
+enqueue('pr', 'pr1');
+($h) = claim_now('pr', 1);
+enqueue('pr', 'prb', 'prs', 'prc');
+sql("INSERT INTO public.pause VALUES ('prb', 2)");
+my $b = aw_session($node);
+aw_start($b, "SELECT dispatch_key FROM aion_wake.claim('pr', 1, '1 hour')");
+ok( aw_poll_for(
+		$node, 'postgres', qq{
+SELECT count(*) = 1 FROM pg_stat_activity WHERE pid = $b->{pid} AND wait_event = 'PgSleep'}, 10),
+	'(e) a claim holds the second slot of a limit of 2, inside its statement');
+is(keys_of(call("complete('pr1', $h->[1], 1, '1 hour')")), 'prs',
+	'(e) meanwhile a hand-off passes the first slot on to prs');
+is(scalar(claim_now('pr', 5)), 0, '(e) and a third claim finds no slot');
+($out, $err) = aw_finish($b);
+is($out, 'prb', '(e) the held claim then takes prb');
+sql("DELETE FROM public.pause");
+is(lim('pr'), '2/2', '(e) in_flight 2');
+is(scalar(claim_now('pr', 5)), 0, '(e) and no claim gets a slot');
+$b->quit;
 
 # ---------------------------------------------------------------------
 # (f) rollback of a hand-off
