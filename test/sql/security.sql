@@ -10,14 +10,20 @@ CREATE ROLE aw_app LOGIN;
 GRANT USAGE ON SCHEMA aion_wake TO aw_app;
 GRANT SELECT, INSERT, UPDATE, DELETE ON aion_wake.outbox TO aw_app;
 GRANT SELECT, INSERT, UPDATE ON aion_wake.dead_letters TO aw_app;
+GRANT SELECT ON aion_wake.limits TO aw_app;
 GRANT USAGE ON SEQUENCE aion_wake.lease_token_seq TO aw_app;
 GRANT EXECUTE ON FUNCTION
 	aion_wake.enqueue(text, jsonb, text, interval),
 	aion_wake.claim(text, int, interval, interval),
+	aion_wake.claim(text[], int, interval, interval),
 	aion_wake.complete(text, bigint),
+	aion_wake.complete(text, bigint, int, interval),
 	aion_wake.fail(text, text, interval, bigint),
+	aion_wake.fail(text, text, interval, bigint, int, interval),
 	aion_wake.park(text, interval, bigint),
+	aion_wake.park(text, interval, bigint, int, interval),
 	aion_wake.dead_letter(text, text, bigint),
+	aion_wake.dead_letter(text, text, bigint, int, interval),
 	aion_wake.pulse(text, int)
 	TO aw_app;
 
@@ -51,7 +57,20 @@ SELECT aion_wake.fail('sec2', 'err', '0');
 SELECT aion_wake.dead_letter('sec2', 'bad');
 SELECT aion_wake.reoffer('sec', 1);
 SELECT aion_wake.abandon('sec1');
+SELECT aion_wake.set_limit('seclim', 1);
 RESET ROLE;
+
+-- the 1.1 entry points, as the application role, on a limited topic
+SELECT aion_wake.set_limit('seclim', 1);
+SET ROLE aw_app;
+SELECT aion_wake.enqueue('sl' || g, '{}', 'seclim') FROM generate_series(1, 2) g;
+SELECT dispatch_key AS sl_key, lease_token AS sl_token
+  FROM aion_wake.claim(ARRAY['seclim', 'sec'], 1) \gset
+SELECT count(*) AS no_slot FROM aion_wake.claim('seclim');
+SELECT dispatch_key FROM aion_wake.complete(:'sl_key', :sl_token, 1, '30 s');
+SELECT dispatch_key FROM aion_wake.park('sl2', '1 hour', NULL, 1, '30 s');
+RESET ROLE;
+SELECT aion_wake.set_limit('seclim', NULL);
 
 -- search_path: an operator and functions planted ahead of pg_catalog
 CREATE SCHEMA evil;
