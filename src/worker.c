@@ -666,11 +666,7 @@ aw_make_wait_set(void)
 {
 	WaitEventSet *set;
 
-#if PG_VERSION_NUM >= 170000
-	set = CreateWaitEventSet(NULL, 4);
-#else
-	set = CreateWaitEventSet(TopMemoryContext, 4);
-#endif
+	set = aw_create_wait_event_set(4);
 	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	if (aw_conn != NULL)
