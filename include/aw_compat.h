@@ -23,6 +23,8 @@
 #ifndef AW_COMPAT_H
 #define AW_COMPAT_H
 
+#include "utils/wait_event.h"
+
 #if PG_VERSION_NUM < 150000
 #error "aion_wake needs PostgreSQL 15 or later"
 #endif
@@ -101,6 +103,52 @@
 #else
 #define AW_MODULE_MAGIC PG_MODULE_MAGIC
 #endif
+
+/*
+ * Wait events.  PostgreSQL 17 added custom wait events for extensions
+ * (WaitEventExtensionNew()): a wait shows in pg_stat_activity with
+ * wait_event_type 'Extension' and a name of its own.  On 15 and 16 every
+ * extension wait is PG_WAIT_EXTENSION, shown as 'Extension'/'Extension'.
+ *
+ * WaitEventExtensionNew() allocates the ID in shared memory under an
+ * LWLock (or finds the one registered before under the same name), so it
+ * is called lazily, at a process's first wait, never in the postmaster,
+ * and the ID is kept for the life of the process (in each file that asks:
+ * the cache is a static of the inline function).
+ */
+#if PG_VERSION_NUM >= 170000
+static inline uint32
+aw_wait_event_named(uint32 *cache, const char *name)
+{
+	if (*cache == 0)
+		*cache = WaitEventExtensionNew(name);
+	return *cache;
+}
+#else
+static inline uint32
+aw_wait_event_named(uint32 *cache, const char *name)
+{
+	return PG_WAIT_EXTENSION;
+}
+#endif
+
+/* a claim(wait => ...) blocked until a row is ready */
+static inline uint32
+aw_wait_event_claim(void)
+{
+	static uint32 id = 0;
+
+	return aw_wait_event_named(&id, "AionWakeClaim");
+}
+
+/* the worker with nothing to do */
+static inline uint32
+aw_wait_event_worker(void)
+{
+	static uint32 id = 0;
+
+	return aw_wait_event_named(&id, "AionWakeWorker");
+}
 
 /*
  * Changes that needed only an #include (valid on every major):

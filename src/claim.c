@@ -49,6 +49,7 @@
 
 #include "aw_args.h"
 #include "aw_claim.h"
+#include "aw_compat.h"
 #include "aw_limits.h"
 #include "aw_plans.h"
 #include "aw_reoffer.h"
@@ -654,7 +655,7 @@ aw_claim_wait(AwClaim *c, int64 wait)
 			if (!c->served)
 				timeout = Min(timeout, aw_ms_until_next_event(c, now));
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 timeout, PG_WAIT_EXTENSION);
+							 timeout, aw_wait_event_claim());
 			CHECK_FOR_INTERRUPTS();
 		}
 	}

@@ -903,7 +903,7 @@ aw_worker_main(Datum main_arg)
 		aw_handed = NIL;		/* in loop_cxt */
 		MemoryContextReset(loop_cxt);
 		nevents = WaitEventSetWait(wait_set, timeout, events, lengthof(events),
-								   PG_WAIT_EXTENSION);
+								   aw_wait_event_worker());
 		for (i = 0; i < nevents; i++)
 		{
 			if ((events[i].events & WL_SOCKET_READABLE) && events[i].fd == aw_inotify_fd)
