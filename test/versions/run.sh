@@ -55,9 +55,10 @@
 # Logs stay in the chroot: /build/log (build, each suite), tmp_check/log
 # under /build/aion_wake (TAP), apt.log; debootstrap's is next to it.
 #
-# Time on this 2-core machine: about 160 s a major with a new chroot
-# (debootstrap 30 s, apt 40 s, build 5 s, suites 85 s), about 100 s
-# reusing one.
+# Time on this 2-core machine, per major: debootstrap about 30 s and apt
+# about 40 s when the chroot is new (nothing when it is reused), the build
+# 5 to 30 s, the suites 4.5 to 10 min with 29 TAP files (measured while
+# other work shared the cores; 14 TAP files took 85 s on a quiet one).
 #
 # Environment:
 #   AW_CHROOT_DIR      where the chroots live (default /var/tmp/aw-chroots)
