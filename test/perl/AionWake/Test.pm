@@ -154,7 +154,7 @@ sub aw_done
 	my ($h) = @_;
 	my $m = $h->{aw_marker};
 	$h->{run}->pump_nb if $h->{run}->pumpable;
-	return ($h->{stdout} =~ /$m/ && $h->{stderr} =~ /$m/) ? 1 : 0;
+	return ($h->{stdout} =~ /$m\n/ && $h->{stderr} =~ /$m\n/) ? 1 : 0;
 }
 
 # Wait (bounded by the session's timeout) until the statement has
