@@ -22,12 +22,14 @@
 #include "fmgr.h"
 #include "datatype/timestamp.h"
 
-/* process numbers: PGPROC.pgprocno on 15 and 16, ProcNumber from 17 */
-#if PG_VERSION_NUM >= 170000
-#define AW_MY_PROCNO	MyProcNumber
-#else
-#define AW_MY_PROCNO	(MyProc->pgprocno)
-#endif
+/* what differs between PostgreSQL majors: AW_MY_PROCNO, ... */
+#include "aw_compat.h"
+
+/*
+ * The library's version, default_version of aion_wake.control (on 18 and
+ * later in its magic block; 019_wait_events.pl checks that they agree).
+ */
+#define AW_VERSION				"1.1"
 
 /* input limits of the SQL interface (see DESIGN.md) */
 #define AW_KEY_MAXLEN			255

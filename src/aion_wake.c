@@ -33,7 +33,7 @@
 #include "aw_worker.h"
 #include "aw_worker_slots.h"
 
-PG_MODULE_MAGIC;
+AW_MODULE_MAGIC;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;

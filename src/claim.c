@@ -40,13 +40,16 @@
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 #include "utils/wait_event.h"
 
 #include "aw_args.h"
 #include "aw_claim.h"
+#include "aw_compat.h"
 #include "aw_limits.h"
 #include "aw_plans.h"
 #include "aw_reoffer.h"
@@ -672,7 +675,7 @@ aw_claim_wait(AwClaim *c, int64 wait)
 			if (!c->served)
 				timeout = Min(timeout, aw_ms_until_next_event(c, now));
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 timeout, PG_WAIT_EXTENSION);
+							 timeout, aw_wait_event_claim());
 			CHECK_FOR_INTERRUPTS();
 		}
 	}

@@ -48,6 +48,7 @@
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
+#include "aw_compat.h"
 #include "aw_fence_heap.h"
 #include "aw_set.h"
 
@@ -257,23 +258,23 @@ aw_set_shmem_init(void)
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(AwKey);
 	info.entrysize = sizeof(AwEntry);
-	aw_entries = ShmemInitHash("aion_wake parked set",
-							   aw_max_parked_rows, aw_max_parked_rows, &info,
-							   HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	aw_entries = aw_shmem_init_hash("aion_wake parked set",
+									aw_max_parked_rows, &info,
+									HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(AwTopicKey);
 	info.entrysize = sizeof(AwTopic);
-	aw_topics = ShmemInitHash("aion_wake topics",
-							  aw_max_topics, aw_max_topics, &info,
-							  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	aw_topics = aw_shmem_init_hash("aion_wake topics",
+								   aw_max_topics, &info,
+								   HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(AwLeaseKey);
 	info.entrysize = sizeof(AwLease);
-	aw_leases = ShmemInitHash("aion_wake leases",
-							  aw_max_leases, aw_max_leases, &info,
-							  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	aw_leases = aw_shmem_init_hash("aion_wake leases",
+								   aw_max_leases, &info,
+								   HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 }
 
 /* Is the set there?  Not when the library was loaded without preloading. */

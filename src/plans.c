@@ -39,6 +39,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 
+#include "aw_compat.h"
 #include "aw_plans.h"
 
 /* the head of every statement aion_wake prepares */
@@ -51,8 +52,7 @@ static int	aw_schema = 0;
 static bool aw_schema_callback_registered = false;
 
 static PlannedStmt *
-aw_planner(Query *parse, const char *query_string, int cursorOptions,
-		   ParamListInfo boundParams)
+aw_planner(AW_PLANNER_HOOK_PARAMS)
 {
 	PlannedStmt *result;
 	bool		save_seqscan = enable_seqscan;
@@ -68,9 +68,9 @@ aw_planner(Query *parse, const char *query_string, int cursorOptions,
 	PG_TRY();
 	{
 		if (prev_planner_hook)
-			result = prev_planner_hook(parse, query_string, cursorOptions, boundParams);
+			result = prev_planner_hook(AW_PLANNER_HOOK_ARGS);
 		else
-			result = standard_planner(parse, query_string, cursorOptions, boundParams);
+			result = standard_planner(AW_PLANNER_HOOK_ARGS);
 	}
 	PG_FINALLY();
 	{

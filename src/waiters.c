@@ -154,9 +154,9 @@ aw_waiters_shmem_init(void)
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(AwWaitTopicKey);
 	info.entrysize = sizeof(AwWaitTopic);
-	aw_wait_topics = ShmemInitHash("aion_wake waiting topics",
-								   aw_waiters_ntopics(), aw_waiters_ntopics(), &info,
-								   HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	aw_wait_topics = aw_shmem_init_hash("aion_wake waiting topics",
+										aw_waiters_ntopics(), &info,
+										HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 }
 
 static AwWaitTopic *

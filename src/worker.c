@@ -666,11 +666,7 @@ aw_make_wait_set(void)
 {
 	WaitEventSet *set;
 
-#if PG_VERSION_NUM >= 170000
-	set = CreateWaitEventSet(NULL, 4);
-#else
-	set = CreateWaitEventSet(TopMemoryContext, 4);
-#endif
+	set = aw_create_wait_event_set(4);
 	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	if (aw_conn != NULL)
@@ -907,7 +903,7 @@ aw_worker_main(Datum main_arg)
 		aw_handed = NIL;		/* in loop_cxt */
 		MemoryContextReset(loop_cxt);
 		nevents = WaitEventSetWait(wait_set, timeout, events, lengthof(events),
-								   PG_WAIT_EXTENSION);
+								   aw_wait_event_worker());
 		for (i = 0; i < nevents; i++)
 		{
 			if ((events[i].events & WL_SOCKET_READABLE) && events[i].fd == aw_inotify_fd)

@@ -39,6 +39,7 @@
 #include "storage/shmem.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/varlena.h"
 
 #include "aion_wake.h"

@@ -49,12 +49,14 @@ like(aw_worker_pid($node), qr/^\d+$/, 'the worker runs');
 	aw_start($h,
 		"SELECT dispatch_key FROM aion_wake.claim('t', 1, '30s', '30s')");
 	aw_poll_waiters($node, 1, '(a) the blocked claim is registered as a waiter');
-	is( $node->safe_psql(
+	# the claim's own wait event from 17 on, plain 'Extension' on 15; it
+	# registers before its first probe, so it may not be asleep yet
+	my $claim_event = aw_wait_event($node, 'claim');
+	ok( $node->poll_query_until(
 			'postgres',
-			"SELECT wait_event_type || ':' || wait_event FROM pg_stat_activity WHERE pid = $h->{pid}"
-		),
-		'Extension:Extension',
-		'(a) the waiter sleeps on its latch');
+			"SELECT wait_event_type || ':' || wait_event FROM pg_stat_activity WHERE pid = $h->{pid}",
+			"Extension:$claim_event"),
+		"(a) the waiter sleeps on its latch (Extension:$claim_event)");
 	ok(!aw_done($h), '(a) the claim blocks while the topic is empty');
 
 	my $t0 = time;
@@ -447,7 +449,8 @@ COMMIT;});
 	aw_start($h, "SELECT dispatch_key FROM aion_wake.claim('l', 1, '30s', '30s')");
 	aw_poll_waiters($node, 1, '(l) a claimer waits on topic l');
 	ok( $node->poll_query_until('postgres',
-			"SELECT wait_event = 'Extension' FROM pg_stat_activity WHERE pid = $h->{pid}"),
+			"SELECT wait_event = '" . aw_wait_event($node, 'claim')
+			  . "' FROM pg_stat_activity WHERE pid = $h->{pid}"),
 		'(l) ... asleep on its latch');
 	kill 'STOP', $h->{pid};
 	$node->safe_psql('postgres', "SELECT aion_wake.pulse('l', 1)");

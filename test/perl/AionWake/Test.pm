@@ -23,6 +23,7 @@
 #   aw_start($s, "SELECT ... FROM aion_wake.claim('t', 1, '30s', '30s')");
 #   ok(!aw_done($s));   ... my ($out, $err) = aw_finish($s);
 #   ok(aw_poll_for($node, 'postgres', 'SELECT ...', 30), 'soon');
+#   aw_wait_event($node, 'claim')  # a blocked claim's wait_event on this major
 
 package AionWake::Test;
 
@@ -38,7 +39,7 @@ use Time::HiRes ();
 our @EXPORT = qw(aw_node aw_preload aw_create_extension aw_session aw_start aw_done
   aw_finish aw_status aw_wait_status aw_worker_pid aw_wait_new_worker aw_poll_waiters
   aw_park_rows aw_wait_reoffered aw_reoffered aw_still_parked aw_confirmed
-  aw_wait_confirmed aw_poll_for aw_waiter);
+  aw_wait_confirmed aw_poll_for aw_waiter aw_server_major aw_wait_event);
 
 # A new cluster with aion_wake in shared_preload_libraries, started.
 # Options:
@@ -153,7 +154,7 @@ sub aw_done
 	my ($h) = @_;
 	my $m = $h->{aw_marker};
 	$h->{run}->pump_nb if $h->{run}->pumpable;
-	return ($h->{stdout} =~ /$m/ && $h->{stderr} =~ /$m/) ? 1 : 0;
+	return ($h->{stdout} =~ /$m\n/ && $h->{stderr} =~ /$m\n/) ? 1 : 0;
 }
 
 # Wait (bounded by the session's timeout) until the statement has
@@ -204,6 +205,26 @@ SELECT worker_pid IS NOT NULL AND worker_pid <> $old_pid
   FROM aion_wake.status})
 	  or return undef;
 	return aw_worker_pid($node, $db);
+}
+
+# The server's major version: 15, 17, 18, ...
+sub aw_server_major
+{
+	my ($node) = @_;
+	return int(
+		$node->safe_psql('postgres', 'SHOW server_version_num') / 10000);
+}
+
+# The wait_event that pg_stat_activity shows (wait_event_type 'Extension')
+# for a claim blocked in claim(wait => ...) ('claim') or for the worker
+# with nothing to do ('worker'): a name of its own from PostgreSQL 17 on
+# (WaitEventExtensionNew), plain 'Extension' before.
+sub aw_wait_event
+{
+	my ($node, $which) = @_;
+	my %name = (claim => 'AionWakeClaim', worker => 'AionWakeWorker');
+	die "aw_wait_event: unknown wait '$which'" unless exists $name{$which};
+	return aw_server_major($node) >= 17 ? $name{$which} : 'Extension';
 }
 
 # ok() once aion_wake.status says $n claimers wait.
