@@ -37,9 +37,12 @@
 #define AW_HAVE_INOTIFY 1
 #endif
 
+#include "access/genam.h"
+#include "access/stratnum.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
-#include "commands/extension.h"
+#include "catalog/pg_extension.h"
 #include "executor/spi.h"
 #include "libpq-fe.h"
 #include "libpq/libpq-be-fe-helpers.h"
@@ -56,8 +59,10 @@
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/pidfile.h"
+#include "utils/rel.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -501,6 +506,32 @@ aw_end(void)
 }
 
 /*
+ * Is the extension installed in this database?  Read from pg_extension with
+ * the transaction's fresh catalog snapshot, not through get_extension_oid():
+ * from PostgreSQL 18 that looks the name up in a catalog cache, which can
+ * keep a "not found" from an earlier look until the creating transaction's
+ * invalidations arrive -- and they are sent after the COMMIT callback that
+ * woke the worker for it (worker_slots.c), so the worker would sleep on.
+ */
+static bool
+aw_extension_installed(void)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	bool		found;
+
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("aion_wake"));
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
  * If the extension is installed, rebuild the set from the table: every row
  * parked for capacity whose fence is still ahead becomes a confirmed entry.
  * Returns false while the extension is not installed.
@@ -517,7 +548,7 @@ aw_worker_rebuild(void)
 	bool		installed;
 
 	aw_begin("aion_wake: rebuilding the parked set");
-	installed = OidIsValid(get_extension_oid("aion_wake", true));
+	installed = aw_extension_installed();
 	if (installed)
 	{
 		/* limits and live leases, when shared memory is new */
