@@ -10,15 +10,35 @@
  *	  finds every slot taken is answered BUSY and the row must wait.  The
  *	  run ends when every row of the topic has been delivered.
  *
- *	  The three modes differ only in how a row that was answered BUSY waits:
+ *	  The five modes differ in how a freed slot is refilled and how a row
+ *	  that was answered BUSY waits:
  *
- *	  aion    the wiring README.md ("Wiring a dispatcher") prescribes:
- *	          a blocking claim; on BUSY, park(key, backoff, lease_token);
- *	          on success, complete(key, lease_token) and pulse(topic, 1) in
- *	          one statement, so the freed slot re-offers the oldest parked
- *	          row the moment the delivery commits.
- *	  fence   the same without the pulse: a parked row waits out its
- *	          back-off, and the blocking claim wakes when the fence passes.
+ *	  handoff the wiring README.md ("Wiring a dispatcher") prescribes when
+ *	          the consumer's capacity is unknown (version 1.1): a blocking
+ *	          claim; on success, complete(key, lease_token, next_rows => 1),
+ *	          which settles the row and, in the same statement and commit,
+ *	          spends the freed slot on the topic's oldest confirmed park
+ *	          (claimed straight from its fence), else takes the oldest
+ *	          visible row -- and the dispatcher offers that row at once,
+ *	          with no claim in between; when it takes nothing the freed
+ *	          slot is a pulse of one slot, as pulse() would send.  On
+ *	          BUSY, park(key, backoff, lease_token).  No pulse() call.
+ *	  limit   the known-capacity wiring (version 1.1): set_limit(topic, C)
+ *	          once at the start, then claims never exceed C live leases,
+ *	          so the consumer never answers BUSY: no park, no pulse.  A
+ *	          blocking claim; on success complete(key, lease_token,
+ *	          next_rows => 1), whose slot passes straight to the row it
+ *	          returns, which is offered at once.  The limit is removed at
+ *	          the end.
+ *	  aion    the 1.0 wiring, which keeps working: a blocking claim; on
+ *	          BUSY, park(key, backoff, lease_token); on success,
+ *	          complete(key, lease_token) and pulse(topic, 1) in one
+ *	          statement, so the freed slot re-offers the oldest parked row
+ *	          to a blocked claimer the moment the delivery commits; every
+ *	          row goes through a claim of its own.
+ *	  fence   park on BUSY and a blocking claim, without the pulse: a
+ *	          parked row waits out its back-off, and the blocking claim
+ *	          wakes when the fence passes.
  *	  poll    what a dispatcher without aion_wake does: a non-blocking
  *	          claim, BUSY rows re-fenced with a plain UPDATE of
  *	          visible_after, and 100 ms of sleep whenever a claim comes
@@ -33,9 +53,10 @@
  *
  *	  To wire your own dispatcher, read dispatcher_main() and deliver()
  *	  below: claim in a transaction of its own, offer outside any
- *	  transaction, then exactly one of complete (+ pulse for the slot that
- *	  freed) or park, each in a transaction of its own, always passing the
- *	  lease_token.
+ *	  transaction, then exactly one of complete (taking the next row with
+ *	  next_rows => 1) or park, each in a transaction of its own, always
+ *	  passing the lease_token; offer the row complete returned before
+ *	  claiming again.
  *
  *	  Build (examples/Makefile does this):
  *	    gcc -O2 -Wall -Wextra -Werror -pthread \
@@ -43,7 +64,7 @@
  *	        -L$(pg_config --libdir) -lpq -o dispatcher
  *
  *	  Run:  dispatcher --conninfo 'host=/tmp/sock port=5432 dbname=postgres'
- *	                   --mode aion --topic api --threads 16 --slots 4
+ *	                   --mode handoff --topic api --threads 16 --slots 4
  *	                   --service-ms 20 --backoff-ms 1000 --csv busy.csv
  *
  * Copyright (c) 2026, aion_wake authors
@@ -69,22 +90,29 @@
 
 typedef enum
 {
+	MODE_HANDOFF,
+	MODE_LIMIT,
 	MODE_AION,
 	MODE_FENCE,
 	MODE_POLL
 } Mode;
 
-static const char *const mode_names[] = {"aion", "fence", "poll"};
+#define NUM_MODES 5
+static const char *const mode_names[NUM_MODES] = {"handoff", "limit", "aion", "fence", "poll"};
+
+/* the modes that settle and take the next row in one statement */
+#define MODE_TAKES_NEXT(m) ((m) == MODE_HANDOFF || (m) == MODE_LIMIT)
 
 /* Command line. */
 static const char *opt_conninfo = "dbname=postgres";
-static Mode opt_mode = MODE_AION;
+static Mode opt_mode = MODE_HANDOFF;
 static const char *opt_topic = "api";
 static int	opt_threads = 16;
 static int	opt_slots = 4;
 static int	opt_service_ms = 20;
 static int	opt_backoff_ms = 1000;
-static int	opt_wait_ms = 2000;		/* claim(wait => ...) in aion and fence */
+static int	opt_wait_ms = 2000;		/* claim(wait => ...) in all modes but poll */
+static int	opt_limit = 0;			/* set_limit() in limit mode; 0: --slots */
 static int	opt_poll_ms = 100;		/* sleep after an empty claim in poll */
 static int	opt_sample_ms = 10;
 static const char *opt_csv = NULL;
@@ -93,7 +121,7 @@ static bool opt_progress = false;	/* a live progress line on stderr */
 
 /* The SQL each mode sends.  Every statement runs in a transaction of its own. */
 
-/* aion, fence: block up to the wait when nothing is claimable */
+/* all but poll: block up to the wait when nothing is claimable */
 #define SQL_CLAIM_WAIT \
 	"SELECT dispatch_key, lease_token, topic " \
 	"  FROM aion_wake.claim($1, 1, '30 s', $2::interval)"
@@ -101,13 +129,21 @@ static bool opt_progress = false;	/* a live progress line on stderr */
 #define SQL_CLAIM_POLL \
 	"SELECT dispatch_key, lease_token, topic " \
 	"  FROM aion_wake.claim($1, 1, '30 s')"
+/*
+ * handoff, limit: delivered; in the same statement and commit take the next
+ * row of the topic with the slot that freed (none, or one row)
+ */
+#define SQL_COMPLETE_NEXT \
+	"SELECT dispatch_key, lease_token, topic " \
+	"  FROM aion_wake.complete($1, $2, next_rows => 1, lease => '30 s')"
 /* aion: delivered; the slot the row used is free again (pulse at commit) */
 #define SQL_COMPLETE_PULSE \
 	"SELECT aion_wake.complete($1, $2), aion_wake.pulse($3, 1)"
 /* fence, poll: delivered */
 #define SQL_COMPLETE \
 	"SELECT aion_wake.complete($1, $2)"
-/* aion, fence: BUSY, wait for a pulse or at most the back-off */
+/* handoff, aion, fence (and limit, where BUSY cannot happen): wait for a
+ * pulse or at most the back-off */
 #define SQL_PARK \
 	"SELECT aion_wake.park($1, $2::interval, $3)"
 /* poll: BUSY, the plain fence a polling dispatcher writes */
@@ -146,6 +182,7 @@ typedef struct Shared
 	int64_t		bounces;
 	int64_t		claims;			/* rows claimed (each one row update) */
 	int64_t		empty_claims;	/* claims that returned nothing */
+	int64_t		taken_next;		/* rows a complete(next_rows) returned */
 	int64_t		lost_leases;	/* complete/park/refence that matched nothing */
 	int64_t		t_start_us;
 	int64_t		t_end_us;		/* when the last row was delivered */
@@ -351,6 +388,14 @@ count_claim(bool got_row, int64_t stmt_us)
 }
 
 static void
+count_taken_next(void)
+{
+	pthread_mutex_lock(&shared.lock);
+	shared.taken_next++;
+	pthread_mutex_unlock(&shared.lock);
+}
+
+static void
 count_lost_lease(void)
 {
 	pthread_mutex_lock(&shared.lock);
@@ -373,21 +418,33 @@ result_true(PGresult *res)
 /*
  * Offer the row to the consumer, outside any transaction.  If a slot is
  * free, serve it: the consumer holds the slot for S ms and frees it when the
- * service ends.  Then record the delivery -- in mode aion together with a
- * pulse for the slot that freed, in the same transaction, delivered at
- * commit.  (With --hold-slot-through-commit the slot is given back only
- * after that commit, as if the consumer stayed busy until the dispatcher
- * had written the outcome down.)
+ * service ends.  Then record the delivery:
  *
- * If every slot is taken (BUSY), make the row wait: park() in aion and fence
- * mode, a plain fence in poll mode.
+ *	handoff, limit	complete(key, token, next_rows => 1): the settle and the
+ *					next row in one statement and one commit; the row it
+ *					returns (if any) is returned to the caller, to be offered
+ *					at once.
+ *	aion			complete(key, token) and pulse(topic, 1) for the slot that
+ *					freed, in one statement, delivered at commit.
+ *	fence, poll		complete(key, token).
+ *
+ * (With --hold-slot-through-commit the slot is given back only after that
+ * commit, as if the consumer stayed busy until the dispatcher had written
+ * the outcome down.)
+ *
+ * If every slot is taken (BUSY), make the row wait: park() in every mode but
+ * poll, a plain fence in poll mode.
+ *
+ * Returns the next row to offer (a result of one row, to be cleared by the
+ * caller), or NULL.
  */
-static void
+static PGresult *
 deliver(PGconn *conn, const char *key, const char *token, const char *topic)
 {
 	char		backoff[32];
 	int64_t		t0;
 	PGresult   *res;
+	PGresult   *next = NULL;
 
 	if (consumer_try_acquire())
 	{
@@ -398,20 +455,42 @@ deliver(PGconn *conn, const char *key, const char *token, const char *topic)
 			consumer_release();
 
 		t0 = now_us();
-		if (opt_mode == MODE_AION)
-		{
-			const char *params[3] = {key, token, topic};
-
-			res = run(conn, "complete_pulse", 3, params);
-		}
-		else
+		if (MODE_TAKES_NEXT(opt_mode))
 		{
 			const char *params[2] = {key, token};
 
-			res = run(conn, "complete", 2, params);
+			/*
+			 * No row back means nothing was left to take, or the settle found
+			 * no row (a lost lease); the run's end-of-run checks tell them
+			 * apart (lost_leases stays 0 when every row is delivered once).
+			 */
+			res = run(conn, "complete_next", 2, params);
+			ok = true;
+			if (PQntuples(res) == 1)
+			{
+				next = res;
+				count_taken_next();
+			}
+			else
+				PQclear(res);
 		}
-		ok = result_true(res);
-		PQclear(res);
+		else
+		{
+			if (opt_mode == MODE_AION)
+			{
+				const char *params[3] = {key, token, topic};
+
+				res = run(conn, "complete_pulse", 3, params);
+			}
+			else
+			{
+				const char *params[2] = {key, token};
+
+				res = run(conn, "complete", 2, params);
+			}
+			ok = result_true(res);
+			PQclear(res);
+		}
 		if (opt_hold_through_commit)
 			consumer_release();
 
@@ -419,7 +498,7 @@ deliver(PGconn *conn, const char *key, const char *token, const char *topic)
 			count_delivered(now_us() - t0);
 		else
 			count_lost_lease(); /* lease expired: the row comes back */
-		return;
+		return next;
 	}
 
 	/* BUSY */
@@ -443,6 +522,7 @@ deliver(PGconn *conn, const char *key, const char *token, const char *topic)
 	}
 	PQclear(res);
 	count_bounce(now_us() - t0);
+	return NULL;
 }
 
 /* ---------------------------------------------------------------------
@@ -453,11 +533,14 @@ deliver(PGconn *conn, const char *key, const char *token, const char *topic)
 /*
  * Claim one row at a time and deliver it, until every row is delivered.
  *
- * aion and fence: the claim blocks (up to opt_wait_ms) while nothing is
+ * All but poll: the claim blocks (up to opt_wait_ms) while nothing is
  * claimable and returns the moment a row becomes ready -- a re-offer, a
- * fence passing, a new row -- waking one blocked claimer per row.  No
- * polling: a claim that times out empty just loops to see whether the run
- * is over.
+ * fence passing, a new row, a slot of a limited topic freed -- waking one
+ * blocked claimer per row.  No polling: a claim that times out empty just
+ * loops to see whether the run is over.  In handoff and limit mode a
+ * delivery returns the next row, which is offered straight away; the
+ * dispatcher claims again only when a settle returned nothing or the row
+ * was answered BUSY.
  *
  * poll: claim without waiting; when nothing is claimable, sleep opt_poll_ms.
  */
@@ -472,6 +555,7 @@ dispatcher_main(void *arg)
 	snprintf(wait, sizeof(wait), "%d ms", opt_wait_ms);
 	prepare(conn, "claim_wait", SQL_CLAIM_WAIT);
 	prepare(conn, "claim_poll", SQL_CLAIM_POLL);
+	prepare(conn, "complete_next", SQL_COMPLETE_NEXT);
 	prepare(conn, "complete_pulse", SQL_COMPLETE_PULSE);
 	prepare(conn, "complete", SQL_COMPLETE);
 	prepare(conn, "park", SQL_PARK);
@@ -499,12 +583,20 @@ dispatcher_main(void *arg)
 		got = PQntuples(res) == 1;
 		count_claim(got, now_us() - t0);
 
-		if (got)
-			deliver(conn, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
-					PQgetvalue(res, 0, 2));
-		else if (opt_mode == MODE_POLL)
+		if (!got && opt_mode == MODE_POLL)
 			sleep_us((int64_t) opt_poll_ms * 1000);
-		PQclear(res);
+		/* deliver the row, and each next row a delivery hands back */
+		while (res != NULL && PQntuples(res) == 1)
+		{
+			PGresult   *next = deliver(conn, PQgetvalue(res, 0, 0),
+									   PQgetvalue(res, 0, 1),
+									   PQgetvalue(res, 0, 2));
+
+			PQclear(res);
+			res = next;
+		}
+		if (res != NULL)
+			PQclear(res);
 	}
 
 	/*
@@ -587,7 +679,7 @@ progress_main(void *arg)
 			bar[i] = i < busy ? '#' : '.';
 		bar[i] = '\0';
 		fprintf(stderr,
-				"%s%-5s %5.1f s  delivered %5" PRId64 "/%" PRId64
+				"%s%-7s %5.1f s  delivered %5" PRId64 "/%" PRId64
 				"  parked %5s  re-offered %5" PRId64
 				"  bounces %6" PRId64 "  slots busy [%s] %d/%d%s",
 				tty ? "\r" : "", mode_names[opt_mode],
@@ -617,15 +709,19 @@ usage(void)
 	fprintf(stderr,
 			"usage: dispatcher [options]\n"
 			"  --conninfo STR     libpq connection string (default \"dbname=postgres\")\n"
-			"  --mode MODE        aion (park + pulse + blocking claim), fence (park +\n"
-			"                     blocking claim, no pulse) or poll (plain fences,\n"
-			"                     non-blocking claim every 100 ms); default aion\n"
+			"  --mode MODE        handoff (park on BUSY + complete(next_rows => 1) +\n"
+			"                     blocking claim), limit (set_limit(topic, C), no BUSY,\n"
+			"                     complete(next_rows => 1) + blocking claim), aion (park\n"
+			"                     + complete and pulse + blocking claim: the 1.0 wiring),\n"
+			"                     fence (park + blocking claim, no pulse) or poll (plain\n"
+			"                     fences, non-blocking claim every 100 ms); default handoff\n"
 			"  --topic NAME       topic to dispatch (default api)\n"
 			"  --threads N        dispatcher threads, one connection each (default 16)\n"
 			"  --slots C          consumer slots (default 4)\n"
 			"  --service-ms S     service time per row (default 20)\n"
 			"  --backoff-ms B     back-off of a BUSY row (default 1000)\n"
-			"  --wait-ms W        claim wait in aion and fence mode (default 2000)\n"
+			"  --wait-ms W        claim wait in all modes but poll (default 2000)\n"
+			"  --limit N          set_limit(topic, N) in limit mode (default: --slots)\n"
 			"  --poll-ms P        sleep after an empty claim in poll mode (default 100)\n"
 			"  --csv FILE         write t_ms,busy_slots every 10 ms to FILE\n"
 			"  --hold-slot-through-commit\n"
@@ -658,6 +754,7 @@ parse_args(int argc, char **argv)
 		{"service-ms", required_argument, NULL, 's'},
 		{"backoff-ms", required_argument, NULL, 'b'},
 		{"wait-ms", required_argument, NULL, 'w'},
+		{"limit", required_argument, NULL, 'l'},
 		{"poll-ms", required_argument, NULL, 'p'},
 		{"csv", required_argument, NULL, 'o'},
 		{"hold-slot-through-commit", no_argument, NULL, 'H'},
@@ -675,10 +772,10 @@ parse_args(int argc, char **argv)
 				opt_conninfo = optarg;
 				break;
 			case 'm':
-				for (i = 0; i < 3; i++)
+				for (i = 0; i < NUM_MODES; i++)
 					if (strcmp(optarg, mode_names[i]) == 0)
 						break;
-				if (i == 3)
+				if (i == NUM_MODES)
 					usage();
 				opt_mode = (Mode) i;
 				break;
@@ -703,6 +800,9 @@ parse_args(int argc, char **argv)
 			case 'p':
 				opt_poll_ms = int_arg(optarg, 1);
 				break;
+			case 'l':
+				opt_limit = int_arg(optarg, 1);
+				break;
 			case 'o':
 				opt_csv = optarg;
 				break;
@@ -718,6 +818,8 @@ parse_args(int argc, char **argv)
 	}
 	if (optind != argc)
 		usage();
+	if (opt_limit == 0)
+		opt_limit = opt_slots;
 }
 
 static int
@@ -750,7 +852,9 @@ main(int argc, char **argv)
 	pthread_t	progress;
 	FILE	   *csv = NULL;
 	char		sql[256];
+	char		count_sql[256];
 	char	   *topic_lit;
+	int64_t		rows_left;
 	int64_t		writes_before;
 	int64_t		writes_after;
 	int64_t		reoffered_before;
@@ -767,14 +871,20 @@ main(int argc, char **argv)
 	topic_lit = PQescapeLiteral(ctl, opt_topic, strlen(opt_topic));
 	if (topic_lit == NULL)
 		die("PQescapeLiteral", ctl);
-	snprintf(sql, sizeof(sql),
+	snprintf(count_sql, sizeof(count_sql),
 			 "SELECT count(*) FROM aion_wake.outbox WHERE topic = %s", topic_lit);
-	PQfreemem(topic_lit);
-	shared.total = query_int(ctl, sql);
+	shared.total = query_int(ctl, count_sql);
 	if (shared.total == 0)
 	{
 		fprintf(stderr, "dispatcher: no rows of topic \"%s\" to deliver\n", opt_topic);
 		exit(1);
+	}
+	/* limit mode: the consumer's capacity, said once (applied at commit) */
+	if (opt_mode == MODE_LIMIT)
+	{
+		snprintf(sql, sizeof(sql),
+				 "SELECT count(*) FROM aion_wake.set_limit(%s, %d)", topic_lit, opt_limit);
+		(void) query_int(ctl, sql);
 	}
 	(void) query_int(ctl, "SELECT count(*) FROM (SELECT pg_stat_clear_snapshot()) s");
 	writes_before = query_int(ctl, SQL_OUTBOX_WRITES);
@@ -839,6 +949,15 @@ main(int argc, char **argv)
 	(void) query_int(ctl, "SELECT count(*) FROM (SELECT pg_stat_clear_snapshot()) s");
 	writes_after = query_int(ctl, SQL_OUTBOX_WRITES);
 	reoffered_after = query_int(ctl, "SELECT rows_reoffered FROM aion_wake.status");
+	/* every row delivered exactly once leaves none behind */
+	rows_left = query_int(ctl, count_sql);
+	if (opt_mode == MODE_LIMIT)
+	{
+		snprintf(sql, sizeof(sql),
+				 "SELECT count(*) FROM aion_wake.set_limit(%s, NULL)", topic_lit);
+		(void) query_int(ctl, sql);
+	}
+	PQfreemem(topic_lit);
 	PQfinish(ctl);
 
 	makespan_ms = (shared.t_end_us - shared.t_start_us) / 1000.0;
@@ -850,6 +969,8 @@ main(int argc, char **argv)
 	printf("rows=%" PRId64 "\n", shared.delivered);
 	printf("threads=%d\nslots=%d\nservice_ms=%d\nbackoff_ms=%d\n",
 		   opt_threads, opt_slots, opt_service_ms, opt_backoff_ms);
+	if (opt_mode == MODE_LIMIT)
+		printf("limit=%d\n", opt_limit);
 	printf("slot_freed_at=%s\n", opt_hold_through_commit ? "commit" : "service_end");
 	printf("makespan_ms=%.1f\n", makespan_ms);
 	printf("ideal_ms=%.1f\n", ideal_ms);
@@ -859,14 +980,21 @@ main(int argc, char **argv)
 	printf("writes=%" PRId64 "\n", writes_after - writes_before);
 	printf("writes_per_row=%.3f\n",
 		   (double) (writes_after - writes_before) / shared.delivered);
-	/* the same count from the client side: claims, deliveries, bounces, re-offers */
-	printf("writes_counted=%" PRId64 "\n",
-		   shared.claims + shared.delivered + shared.bounces +
+	/*
+	 * The same count from the client side: rows leased (by claims and by
+	 * settles), deliveries, bounces and re-offers.  A parked row that a
+	 * claim or a settle takes straight from its fence is one update but
+	 * counts as a lease and a re-offer, so this is an upper bound.
+	 */
+	printf("writes_counted_max=%" PRId64 "\n",
+		   shared.claims + shared.taken_next + shared.delivered + shared.bounces +
 		   (reoffered_after - reoffered_before));
 	printf("claims=%" PRId64 "\n", shared.claims);
+	printf("taken_by_settle=%" PRId64 "\n", shared.taken_next);
 	printf("empty_claims=%" PRId64 "\n", shared.empty_claims);
 	printf("reoffered=%" PRId64 "\n", reoffered_after - reoffered_before);
 	printf("lost_leases=%" PRId64 "\n", shared.lost_leases);
+	printf("rows_left=%" PRId64 "\n", rows_left);
 	printf("mean_claim_ms=%.3f\n",
 		   shared.claims ? shared.claim_hit_us / 1000.0 / shared.claims : 0);
 	printf("mean_complete_ms=%.3f\n",
@@ -878,5 +1006,5 @@ main(int argc, char **argv)
 	printf("slot_gap_p50_ms=%.3f\n", gap_percentile(n_gaps, 50));
 	printf("slot_gap_p90_ms=%.3f\n", gap_percentile(n_gaps, 90));
 	printf("slot_gap_p99_ms=%.3f\n", gap_percentile(n_gaps, 99));
-	return shared.lost_leases == 0 ? 0 : 1;
+	return shared.lost_leases == 0 && rows_left == 0 ? 0 : 1;
 }
