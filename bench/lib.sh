@@ -303,3 +303,49 @@ bench_min_of() {
 	done
 	printf '%.2f' "$best"
 }
+
+# The machine's other load.  The machine is shared: what other processes
+# use while a benchmark runs is measured, not guessed, so that a figure can
+# be read with it (and a run repeated when it was high).
+# bench_cpu_jiffies: CPU ticks of the whole machine, "BUSY TOTAL" (busy:
+# user nice system irq softirq steal).
+bench_cpu_jiffies() { awk '/^cpu / { b = $2+$3+$4+$7+$8+$9; print b, b + $5 + $6 }' /proc/stat; }
+# bench_ours_ticks: CPU ticks of our own processes: the postmaster and its
+# children (backends, the worker; those that ended are in the postmaster's
+# cutime), and this shell with everything it ran and waited for (psql,
+# pgbench, the benchmark's programs).  Fields 14-17 of /proc/PID/stat.
+bench_ours_ticks() {
+	local pm p pids
+	pm=$(head -1 "$BENCH_DATA/postmaster.pid")
+	pids="$pm $(pgrep -P "$pm" | tr '\n' ' ') $BASHPID"
+	for p in $pids; do
+		sed 's/.*) //' "/proc/$p/stat" 2>/dev/null || true
+	done | awk '{ s += $12 + $13 + $14 + $15 } END { print s + 0 }'
+}
+bench_load_mark() { echo "$(bench_cpu_jiffies) $(bench_ours_ticks)"; }
+# bench_load_since "MARK": "MACHINE_BUSY_PCT FOREIGN_CPUS" since MARK: how
+# busy the machine was, and how many CPUs (of nproc) processes other than
+# ours used.
+bench_load_since() {
+	local now
+	now=$(bench_load_mark)
+	awk -v a="$1" -v b="$now" -v n="$(nproc)" 'BEGIN { split(a, x, " "); split(b, y, " ");
+		tot = y[2] - x[2]; busy = y[1] - x[1]; ours = y[3] - x[3];
+		if (tot <= 0) { print "0 0.00"; exit }
+		f = (busy - ours) / tot * n; if (f < 0) f = 0;
+		printf "%.0f %.2f\n", 100 * busy / tot, f }'
+}
+# bench_wait_quiet MAX_S CPUS: wait (at most MAX_S seconds) until other
+# processes use less than CPUS CPUs over one second.  Returns 1 if they
+# never did.
+bench_wait_quiet() {
+	local i m f=?
+	for ((i = 0; i < $1; i++)); do
+		m=$(bench_load_mark)
+		sleep 1
+		f=$(bench_load_since "$m" | cut -d' ' -f2)
+		awk -v f="$f" -v q="$2" 'BEGIN { exit !(f < q) }' && return 0
+	done
+	bench_log "machine still busy after $1 s (others use $f CPUs): measuring anyway"
+	return 1
+}

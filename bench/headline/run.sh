@@ -42,7 +42,9 @@
 # records written to WAL during the run (pg_waldump over the run's LSN
 # range: every transaction that wrote, the worker's included), and
 # pg_stat_wal's wal_sync (WAL flushes, all processes; read 1 s after the
-# run so that the worker and the WAL writer have reported).
+# run so that the worker and the WAL writer have reported) and the mean
+# time of a flush (track_wal_io_timing): every synchronous commit waits for
+# one, so on a shared disk it bounds how fast a slot can be refilled.
 #
 # It starts a throwaway cluster with bench/lib.sh (initdb in a mktemp
 # directory, Unix socket only, fsync and synchronous_commit left on),
@@ -56,7 +58,8 @@
 # Environment: HEADLINE_PORT (default 5560), HEADLINE_ROWS (2000),
 # HEADLINE_THREADS (16), HEADLINE_SLOTS (4), HEADLINE_SERVICE_MS (20),
 # HEADLINE_BACKOFF_MS (1000), HEADLINE_MODES ("aion handoff limit fence
-# poll"), HEADLINE_REPS (5), HEADLINE_QUIET_MAX (30), HEADLINE_QUIET_CPU
+# poll"), HEADLINE_REPS (5), HEADLINE_CONNOPTS (options of the dispatcher's
+# sessions, none by default), HEADLINE_QUIET_MAX (30), HEADLINE_QUIET_CPU
 # (0.3), HEADLINE_FOREIGN_MAX (0.5), HEADLINE_RETRIES (2).
 #
 set -euo pipefail
@@ -77,6 +80,9 @@ QUIET_MAX=${HEADLINE_QUIET_MAX:-30}
 QUIET_CPU=${HEADLINE_QUIET_CPU:-0.3}
 FOREIGN_MAX=${HEADLINE_FOREIGN_MAX:-0.5}
 RETRIES=${HEADLINE_RETRIES:-2}
+# options for the dispatcher's sessions, e.g. '-c synchronous_commit=off'
+# for a diagnosis of what the WAL flushes cost (not the headline figure)
+CONNOPTS=${HEADLINE_CONNOPTS:-}
 PG_CONFIG=${PG_CONFIG:-pg_config}
 PG_BINDIR=$($PG_CONFIG --bindir)
 BENCH_PORT=$PORT
@@ -113,12 +119,12 @@ done
 
 # 16 dispatcher connections, the control connection, the hand-off probe;
 # WAL kept so that pg_waldump can count each run's commits
-bench_start "max_connections = 100" "wal_keep_size = '8GB'" "max_wal_size = '8GB'"
+bench_start "max_connections = 100" "wal_keep_size = '8GB'" "max_wal_size = '8GB'" \
+	"track_wal_io_timing = on"
 tmp=$BENCH_TMP
 pgversion=$(sql "SHOW server_version")
 [ "$(sql "SELECT worker_pid IS NOT NULL FROM aion_wake.status")" = t ] \
 	|| { echo "run.sh: no aion_wake worker" >&2; exit 1; }
-postmaster=$(head -1 "$BENCH_DATA/postmaster.pid")
 
 # --- the dispatcher -----------------------------------------------------------
 
@@ -132,50 +138,17 @@ chmod 755 "$tmp/dispatcher" "$tmp/handoff"
 
 # --- the machine's load -------------------------------------------------------
 
-# CPU ticks of the whole machine: busy (user nice system irq softirq steal) and total
-cpu_jiffies() { awk '/^cpu / { b = $2+$3+$4+$7+$8+$9; print b, b + $5 + $6 }' /proc/stat; }
-# CPU ticks of our own processes: the postmaster and its children (backends,
-# the worker; those that ended are in the postmaster's cutime), and this
-# script with everything it ran and waited for (psql, the dispatcher).
-# Fields 14-17 of /proc/PID/stat, counted after the last ')'.
-ours_ticks() {
-	local pids
-	pids="$postmaster $(pgrep -P "$postmaster" | tr '\n' ' ') $BASHPID"
-	# shellcheck disable=SC2086
-	for p in $pids; do
-		sed 's/.*) //' "/proc/$p/stat" 2>/dev/null || true
-	done | awk '{ s += $12 + $13 + $14 + $15 } END { print s + 0 }'
-}
-load_mark() { echo "$(cpu_jiffies) $(ours_ticks)"; }
-# load_since "MARK": "MACHINE_BUSY_PCT FOREIGN_CPUS" since MARK (CPUs used by
-# processes other than ours, out of nproc)
-load_since() {
-	local now
-	now=$(load_mark)
-	awk -v a="$1" -v b="$now" -v n="$(nproc)" 'BEGIN { split(a, x, " "); split(b, y, " ");
-		tot = y[2] - x[2]; busy = y[1] - x[1]; ours = y[3] - x[3];
-		if (tot <= 0) { print "0 0"; exit }
-		f = (busy - ours) / tot * n; if (f < 0) f = 0;
-		printf "%.0f %.2f\n", 100 * busy / tot, f }'
-}
-# wait (bounded) until other processes use less than QUIET_CPU CPUs over 1 s
-wait_quiet() {
-	local i m f
-	for ((i = 0; i < QUIET_MAX; i++)); do
-		m=$(load_mark)
-		sleep 1
-		f=$(load_since "$m" | cut -d' ' -f2)
-		awk -v f="$f" -v q="$QUIET_CPU" 'BEGIN { exit !(f < q) }' && return 0
-	done
-	log "machine still busy after ${QUIET_MAX} s (others use $f CPUs): running anyway"
-}
+# bench/lib.sh measures it: bench_load_mark, bench_load_since, bench_wait_quiet
+load_mark() { bench_load_mark; }
+load_since() { bench_load_since "$1"; }
+wait_quiet() { bench_wait_quiet "$QUIET_MAX" "$QUIET_CPU" || true; }
 
 # --- the runs -----------------------------------------------------------------
 
 mkdir -p "$results"
 rm -f "$results"/summary_*.txt "$results"/busy_*.csv "$results"/handoff.txt "$results"/table.txt
-conninfo="host=$tmp port=$PORT dbname=postgres user=postgres"
-walstats() { sql "SELECT wal_sync || ' ' || wal_records || ' ' || wal_write FROM pg_stat_wal"; }
+conninfo="host=$tmp port=$PORT dbname=postgres user=postgres${CONNOPTS:+ options='$CONNOPTS'}"
+walstats() { sql "SELECT wal_sync || ' ' || wal_records || ' ' || wal_sync_time FROM pg_stat_wal"; }
 repeated=0
 
 # one_run MODE REP: one run of the dispatcher, into results/summary_MODE_REP.txt
@@ -215,6 +188,7 @@ one_run() {
 			echo "wal_sync=$(($4 - $1))"
 			echo "wal_syncs_per_row=$(bench_div $(($4 - $1)) "$rows")"
 			echo "wal_records_per_row=$(bench_div $(($5 - $2)) "$rows")"
+			echo "wal_flush_ms=$(awk -v a="$3" -v b="$6" -v n=$(($4 - $1)) 'BEGIN { printf "%.3f", (n > 0 ? (b - a) / n : 0) }')"
 		} >>"$tmp/summary_$tag.txt"
 		log "$tag: $(grep -E '^(x_ideal|utilisation|bounces|writes_per_row|commits_per_row|wal_syncs_per_row|slot_gap_mean_ms|slot_gap_p99_ms|foreign_cpus)=' \
 			"$tmp/summary_$tag.txt" | tr '\n' ' ')"
@@ -275,36 +249,38 @@ median_run() {
 {
 	echo "date: $(date -u -d "@$t_start" '+%Y-%m-%d %H:%M')-$(date -u -d "@$t_end" '+%H:%M UTC')  nproc: $(nproc)  PostgreSQL $pgversion"
 	echo "aion_wake.so: $(md5sum "$($PG_CONFIG --pkglibdir)/aion_wake.so" | cut -c1-12) built $(date -u -r "$($PG_CONFIG --pkglibdir)/aion_wake.so" '+%Y-%m-%d %H:%M UTC'); bench tree at $(git -c safe.directory='*' -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')"
-	echo "rows $ROWS, consumer C=$SLOTS slots x S=${SERVICE_MS} ms, $THREADS dispatcher connections, back-off ${BACKOFF_MS} ms"
+	echo "rows $ROWS, consumer C=$SLOTS slots x S=${SERVICE_MS} ms, $THREADS dispatcher connections, back-off ${BACKOFF_MS} ms${CONNOPTS:+; dispatcher sessions: $CONNOPTS}"
 	echo "ideal makespan = rows x S / C = $((ROWS * SERVICE_MS / SLOTS)) ms; a slot is held for S and freed when the service ends"
 	echo "other processes (not this cluster, not this script), in CPUs of $(nproc): ${bg_before#* } before the runs, ${bg_after#* } after;"
 	echo "runs repeated because others used more than $FOREIGN_MAX CPUs: $repeated"
 	echo
 	echo "every run (writes: outbox row writes per delivered row, the row's insert not counted;"
 	echo "commits: COMMIT records in WAL per delivered row; flushes: pg_stat_wal.wal_sync per row;"
-	echo "gap: how long a freed consumer slot stood idle; foreign: CPUs used by other processes)"
-	printf '%-8s %3s %9s %7s %7s %7s %7s %8s %8s %8s %8s %8s\n' mode rep makespan x_ideal util bounces writes commits flushes gap_mean gap_p99 foreign
+	echo "gap: how long a freed consumer slot stood idle; foreign: CPUs used by other processes;"
+	echo "flush_ms: mean time of one WAL flush during the run)"
+	printf '%-8s %3s %9s %7s %7s %7s %7s %8s %8s %8s %8s %8s %8s\n' mode rep makespan x_ideal util bounces writes commits flushes gap_mean gap_p99 foreign flush_ms
 	for mode in "${family[@]}" "${others[@]}"; do
 		for f in "$results"/summary_"$mode"_*.txt; do
 			t=$(basename "$f" .txt); t=${t#summary_}
-			printf '%-8s %3s %7.2f s %7.3f %7s %7d %7.2f %8.2f %8.2f %5.2f ms %5.2f ms %8s\n' "$mode" "$(get "$t" rep)" \
+			printf '%-8s %3s %7.2f s %7.3f %7s %7d %7.2f %8.2f %8.2f %5.2f ms %5.2f ms %8s %8s\n' "$mode" "$(get "$t" rep)" \
 				"$(awk -v v="$(get "$t" makespan_ms)" 'BEGIN { print v / 1000 }')" "$(get "$t" x_ideal)" \
 				"$(pct "$(get "$t" utilisation)")" "$(get "$t" bounces)" "$(get "$t" writes_per_row)" \
 				"$(get "$t" commits_per_row)" "$(get "$t" wal_syncs_per_row)" \
-				"$(get "$t" slot_gap_mean_ms)" "$(get "$t" slot_gap_p99_ms)" "$(get "$t" foreign_cpus)"
+				"$(get "$t" slot_gap_mean_ms)" "$(get "$t" slot_gap_p99_ms)" "$(get "$t" foreign_cpus)" \
+				"$(get "$t" wal_flush_ms)"
 		done
 	done
 	echo
 	echo "per mode, over its runs: median (worst) of makespan/ideal and utilisation; medians of the rest"
-	printf '%-8s %4s %15s %17s %8s %7s %8s %8s %9s %9s %12s\n' mode runs x_ideal utilisation bounces writes commits flushes gap_mean gap_p99 foreign_max
+	printf '%-8s %4s %15s %17s %8s %7s %8s %8s %9s %9s %12s %9s\n' mode runs x_ideal utilisation bounces writes commits flushes gap_mean gap_p99 foreign_max flush_ms
 	for mode in "${family[@]}" "${others[@]}"; do
-		printf '%-8s %4s %6.3f (%6.3f) %7s (%6s) %8.0f %7.2f %8.2f %8.2f %6.2f ms %6.2f ms %12s\n' "$mode" "$(nruns "$mode")" \
+		printf '%-8s %4s %6.3f (%6.3f) %7s (%6s) %8.0f %7.2f %8.2f %8.2f %6.2f ms %6.2f ms %12s %9s\n' "$mode" "$(nruns "$mode")" \
 			"$(mstat "$mode" x_ideal median)" "$(mstat "$mode" x_ideal max)" \
 			"$(pct "$(mstat "$mode" utilisation median)")" "$(pct "$(mstat "$mode" utilisation min)")" \
 			"$(mstat "$mode" bounces median)" "$(mstat "$mode" writes_per_row median)" \
 			"$(mstat "$mode" commits_per_row median)" "$(mstat "$mode" wal_syncs_per_row median)" \
 			"$(mstat "$mode" slot_gap_mean_ms median)" "$(mstat "$mode" slot_gap_p99_ms median)" \
-			"$(mstat "$mode" foreign_cpus max)"
+			"$(mstat "$mode" foreign_cpus max)" "$(mstat "$mode" wal_flush_ms median)"
 	done
 	echo
 	echo "utilisation (busy slots / C) in 2-second windows, the median run of each mode:"
