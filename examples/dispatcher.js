@@ -1,16 +1,17 @@
 #!/usr/bin/env node
-// A dispatcher for aion_wake in Node (pg): README.md's "Wiring a
-// dispatcher", in front of a simulated consumer.
+// A dispatcher for aion_wake in Node (pg): README.md's "Wiring a dispatcher"
+// (1.1, capacity unknown), in front of a simulated consumer.
 //
-// Each async loop has its own connection, outside any explicit transaction
-// (a transaction per statement): claim a row, blocking while none is
-// claimable; offer it to the consumer outside any transaction; then, always
-// with the row's lease_token: delivered -> complete() + pulse(topic, 1) for
-// the freed slot; BUSY -> park(); error -> fail(), or dead_letter() at
-// --max-attempts.  The consumer has C slots, an accepted offer holds one for
-// S ms, an offer finding none free is answered BUSY; a row whose payload has
-// "poison": true always fails.  Prints "delivered|busy|failed|dead KEY" per
-// outcome ("stale KEY": lease lost).  Connects with the PG* environment.
+// Each async loop has its own connection, a transaction per statement: claim
+// a row, blocking while none is claimable; offer it to the consumer outside
+// any transaction; then, with the row's lease_token: delivered ->
+// complete(.., next_rows => 1), error -> fail(.., next_rows => 1) or at
+// --max-attempts dead_letter(.., next_rows => 1): the settle and the next row
+// (the oldest parked first) in one statement, offered at once, no claim
+// between; BUSY -> park(), then claim.  The consumer has C slots, an offer
+// holds one for S ms or is answered BUSY; "poison": true always fails.  Prints
+// "delivered|busy|failed|dead KEY" per outcome ("stale KEY": park() lost its
+// lease; next_rows forms then return no row, as for none).  PG* environment.
 //
 //   cd examples && npm install
 //   PGHOST=/run/postgresql PGDATABASE=app node dispatcher.js --topic api
@@ -32,9 +33,7 @@ const { values: opt } = parseArgs({
     drain: { type: 'boolean', default: false },       // stop when the topic is empty
   },
 });
-const topic = opt.topic;
-let busySlots = 0;
-let stop = false;
+let busySlots = 0, stop = false;
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -53,35 +52,40 @@ async function offer(payload) {
 async function dispatcher() {
   const db = new Client();
   await db.connect();
-  const one = async (sql, params) => Object.values((await db.query(sql, params)).rows[0])[0];
+  const q = async (sql, params) => (await db.query(sql, params)).rows;
+  const cols = 'SELECT dispatch_key, lease_token, attempt, payload FROM aion_wake.';
+  let row = null;
   try {
     while (!stop) {
-      const { rows } = await db.query(
-        `SELECT dispatch_key, lease_token, attempt, payload
-           FROM aion_wake.claim($1, 1, '30 s', $2)`, [topic, opt.wait]);
-      if (rows.length === 0) {
-        if (opt.drain && await one(
-          'SELECT NOT EXISTS (SELECT FROM aion_wake.outbox WHERE topic = $1)', [topic])) stop = true;
-        continue;
+      if (row === null) { // nothing in hand: claim, blocking while none is claimable
+        const got = await q(`${cols}claim($1, 1, '30 s', $2)`, [opt.topic, opt.wait]);
+        if (got.length === 0) {
+          if (opt.drain && (await q('SELECT FROM aion_wake.outbox WHERE topic = $1 LIMIT 1',
+            [opt.topic])).length === 0) stop = true;
+          continue;
+        }
+        row = got[0];
       }
-      const { dispatch_key: key, lease_token: token, attempt, payload } = rows[0];
+      const { dispatch_key: key, lease_token: token, attempt, payload } = row;
       const outcome = await offer(payload);
-      let what, ok;
+      let what, ok = true, next = [];
       if (outcome === 'ok') {
         what = 'delivered';
-        ok = await one('SELECT aion_wake.complete($1, $2), aion_wake.pulse($3, 1)', [key, token, topic]);
+        next = await q(`${cols}complete($1, $2, next_rows => 1)`, [key, token]);
       } else if (outcome === 'busy') {
         what = 'busy';
-        ok = await one('SELECT aion_wake.park($1, $2, $3)', [key, opt.backoff, token]);
+        ok = (await q('SELECT aion_wake.park($1, $2, $3) AS ok', [key, opt.backoff, token]))[0].ok;
       } else if (attempt + 1 >= Number(opt['max-attempts'])) {
         what = 'dead';
-        ok = await one('SELECT aion_wake.dead_letter($1, $2, $3)', [key, 'consumer error', token]);
+        next = await q(`${cols}dead_letter($1, $2, $3, next_rows => 1)`,
+          [key, 'consumer error', token]);
       } else {
         what = 'failed';
-        ok = await one('SELECT aion_wake.fail($1, $2, $3, $4)',
+        next = await q(`${cols}fail($1, $2, $3, $4, next_rows => 1)`,
           [key, 'consumer error', opt['retry-after'], token]);
       }
       process.stdout.write(`${ok ? what : 'stale'} ${key}\n`);
+      row = next.length > 0 ? next[0] : null; // the next row, offered at once
     }
   } finally {
     stop = true; // one dead dispatcher stops the run

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """A dispatcher for aion_wake in Python (psycopg2): README.md's "Wiring a
-dispatcher", in front of a simulated consumer.
+dispatcher" (1.1, capacity unknown), in front of a simulated consumer.
 
-Each thread has its own connection in autocommit (a transaction per
-statement): claim a row, blocking while none is claimable; offer it to the
-consumer outside any transaction; then, always with the row's lease_token:
-delivered -> complete() + pulse(topic, 1) for the freed slot; BUSY -> park();
-error -> fail(), or dead_letter() at --max-attempts.  The consumer has C
-slots, an accepted offer holds one for S ms, an offer finding none free is
-answered BUSY; a row whose payload has "poison": true always fails.  Prints
-"delivered|busy|failed|dead KEY" per outcome ("stale KEY": lease lost).
+Each thread has its own connection in autocommit: claim a row, blocking while
+none is claimable; offer it to the consumer outside any transaction; then,
+with the row's lease_token: delivered -> complete(.., next_rows => 1), error
+-> fail(.., next_rows => 1) or at --max-attempts dead_letter(.., next_rows =>
+1): the settle and the next row (the oldest parked first) in one statement,
+offered at once, no claim between; BUSY -> park(), then claim.  The consumer
+has C slots, an offer holds one for S ms or is answered BUSY; "poison": true
+always fails.  Prints "delivered|busy|failed|dead KEY" per outcome ("stale
+KEY": park() lost its lease; next_rows forms then return no row, as for none).
 
   PGHOST=/run/postgresql PGDATABASE=app python3 dispatcher.py --topic api
 """
@@ -56,35 +57,35 @@ def dispatcher():
     conn.autocommit = True
     cur = conn.cursor()
 
-    def one(sql, *params):
+    def q(sql, *params):  # one statement (autocommit): its rows
         cur.execute(sql, params)
-        return cur.fetchone()[0]
-
+        return cur.fetchall()
+    cols, row = 'SELECT dispatch_key, lease_token, attempt, payload FROM aion_wake.', None
     while not stop.is_set():
-        cur.execute("SELECT dispatch_key, lease_token, attempt, payload"
-                    " FROM aion_wake.claim(%s, 1, '30 s', %s)", (args.topic, args.wait))
-        row = cur.fetchone()
-        if row is None:
-            if args.drain and one("SELECT NOT EXISTS (SELECT FROM aion_wake.outbox"
-                                  " WHERE topic = %s)", args.topic):
-                stop.set()
-            continue
+        if row is None:  # nothing in hand: claim, blocking while none is claimable
+            got = q(cols + "claim(%s, 1, '30 s', %s)", args.topic, args.wait)
+            if not got:  # --drain: stop when the topic is empty
+                if args.drain and not q(
+                        "SELECT FROM aion_wake.outbox WHERE topic = %s LIMIT 1", args.topic):
+                    stop.set()
+                continue
+            row = got[0]
         key, token, attempt, payload = row
-        outcome = offer(payload)
+        outcome, ok, nxt = offer(payload), True, []
         if outcome == 'ok':
-            what, ok = 'delivered', one("SELECT aion_wake.complete(%s, %s), "
-                                        "aion_wake.pulse(%s, 1)", key, token, args.topic)
+            what, nxt = 'delivered', q(cols + "complete(%s, %s, next_rows => 1)", key, token)
         elif outcome == 'busy':
-            what, ok = 'busy', one("SELECT aion_wake.park(%s, %s, %s)",
-                                   key, args.backoff, token)
+            what, ok = 'busy', q("SELECT aion_wake.park(%s, %s, %s)",
+                                 key, args.backoff, token)[0][0]
         elif attempt + 1 >= args.max_attempts:
-            what, ok = 'dead', one("SELECT aion_wake.dead_letter(%s, %s, %s)",
-                                   key, 'consumer error', token)
+            what, nxt = 'dead', q(cols + "dead_letter(%s, %s, %s, next_rows => 1)",
+                                     key, 'consumer error', token)
         else:
-            what, ok = 'failed', one("SELECT aion_wake.fail(%s, %s, %s, %s)",
-                                     key, 'consumer error', args.retry_after, token)
+            what, nxt = 'failed', q(cols + "fail(%s, %s, %s, %s, next_rows => 1)",
+                                       key, 'consumer error', args.retry_after, token)
         with out:
             print(what if ok else 'stale', key, flush=True)
+        row = nxt[0] if nxt else None  # the next row, offered at once
     conn.close()
 
 
