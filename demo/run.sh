@@ -4,9 +4,12 @@
 # as root: install PostgreSQL 15 and the build tools, build and install
 # aion_wake and the reference dispatcher (examples/dispatcher.c), start a
 # throwaway cluster, and run a small version of the headline benchmark
-# twice -- rows that meet a busy consumer wait out their back-off, then the
-# same rows with capacity pulses -- with a live progress line; then print
-# aion_wake.status and stop the cluster.  Nothing is left running.
+# three times -- rows that meet a busy consumer wait out their back-off;
+# the same rows with the zero-gap hand-off (each delivery settles and takes
+# the next row, the oldest parked one first, in one statement); then with
+# the consumer's capacity declared by set_limit(), so that no row meets
+# BUSY at all -- with a live progress line; then print aion_wake.status
+# and stop the cluster.  Nothing is left running.
 #
 #   sudo ./demo/run.sh            (SKIP_INSTALL=1 skips apt-get and the build)
 #
@@ -73,28 +76,47 @@ cat <<'TEXT'
 4 slots taken is answered BUSY and parked with a 1 s back-off: its fence
 (visible_after) is the durable record that it must wait.
 
-First without capacity pulses: a parked job waits out its back-off, and
-slots stand idle meanwhile.
+First without aion_wake's fast path: a parked job waits out its back-off,
+and slots stand idle meanwhile.
 TEXT
 run fence
 
-say "Now with aion_wake: each delivery also sends a capacity pulse."
+say "Now with the zero-gap hand-off: capacity unknown, BUSY still possible."
 cat <<'TEXT'
-The pulse re-offers the oldest parked job at once (its fence pulled
-forward, compare-and-set), and wakes exactly one blocked dispatcher to take
-it.  The back-off is still written; it is only the floor.
+Each delivery is complete(key, lease_token, next_rows => 1): in the same
+statement and commit the freed slot re-offers the oldest parked job (its
+fence moved straight to a new lease, compare-and-set), and the dispatcher
+offers it at once, with no claim in between.  The back-off is still
+written; it is only the floor.
 TEXT
-run aion
+run handoff
 
-say "The two runs side by side:"
-printf '%-28s %10s %12s %9s %11s\n' "" makespan utilisation bounces re-offered
-for m in fence aion; do
-	label=$([ $m = aion ] && echo "with pulses (aion_wake)" || echo "back-off only (fence)")
-	printf '%-28s %8.2f s %11.0f%% %9s %11s\n' "$label" \
+say "Now with the capacity known: set_limit('api', 4)."
+cat <<'TEXT'
+No more than 4 jobs are ever leased at once, so none meets BUSY: nothing
+is parked, nothing is pulsed.  A dispatcher without a slot blocks in
+claim(wait) and is woken when one frees; each delivery hands its slot
+straight to the next job (complete(..., next_rows => 1)).
+TEXT
+run limit
+
+say "The three runs side by side:"
+printf '%-36s %10s %12s %9s %11s\n' "" makespan utilisation bounces re-offered
+for m in fence handoff limit; do
+	case $m in
+	fence) label="back-off only (fence)" ;;
+	handoff) label="hand-off, capacity unknown" ;;
+	limit) label="set_limit, capacity known" ;;
+	esac
+	printf '%-36s %8.2f s %11.0f%% %9s %11s\n' "$label" \
 		"$(awk "BEGIN { print $(field $m makespan_ms) / 1000 }")" \
 		"$(awk "BEGIN { print 100 * $(field $m utilisation) }")" \
 		"$(field $m bounces)" "$(field $m reoffered)"
 done
+cat <<'TEXT'
+(The 1.0 wiring -- complete() + pulse(topic, 1), every row through a claim --
+keeps working: examples/dispatcher.c --mode aion.)
+TEXT
 
 say "What the worker saw (aion_wake.status):"
 sql -x -c "SELECT * FROM aion_wake.status"
