@@ -1006,5 +1006,11 @@ main(int argc, char **argv)
 	printf("slot_gap_p50_ms=%.3f\n", gap_percentile(n_gaps, 50));
 	printf("slot_gap_p90_ms=%.3f\n", gap_percentile(n_gaps, 90));
 	printf("slot_gap_p99_ms=%.3f\n", gap_percentile(n_gaps, 99));
-	return shared.lost_leases == 0 && rows_left == 0 ? 0 : 1;
+	if (shared.lost_leases != 0 || rows_left != 0)
+	{
+		fprintf(stderr, "dispatcher: %" PRId64 " leases lost, %" PRId64 " rows of the topic left\n",
+				shared.lost_leases, rows_left);
+		return 1;
+	}
+	return 0;
 }

@@ -154,14 +154,16 @@ t_end=$(date +%s)
 mkdir -p "$OUT/data"
 if has latency; then cp "$work"/dat/*.dat "$OUT/data/"; fi
 if has shmem; then
+	# (not in a command substitution: the cluster each start leaves must
+	# be the one bench/lib.sh stops)
 	shm() { # SETTING...
 		bench_start "$@" >/dev/null 2>&1
-		sql "SELECT sum(allocated_size) FROM pg_shmem_allocations WHERE name ILIKE 'aion_wake%' OR name = '<anonymous>'"
+		SHM=$(sql "SELECT sum(allocated_size) FROM pg_shmem_allocations WHERE name ILIKE 'aion_wake%' OR name = '<anonymous>'")
 	}
-	base=$(shm)
-	leases=$(shm "aion_wake.max_leases = 1048576")
-	topics=$(shm "aion_wake.max_topics = 4096")
-	parked=$(shm "aion_wake.max_parked_rows = 131072")
+	shm; base=$SHM
+	shm "aion_wake.max_leases = 1048576"; leases=$SHM
+	shm "aion_wake.max_topics = 4096"; topics=$SHM
+	shm "aion_wake.max_parked_rows = 131072"; parked=$SHM
 	bench_stop
 	echo "RESULT shmem base=$base per_lease=$(awk -v a="$base" -v b="$leases" 'BEGIN { printf "%.1f", (b - a) / (1048576 - 16384) }') per_topic=$(awk -v a="$base" -v b="$topics" 'BEGIN { printf "%.1f", (b - a) / (4096 - 1024) }') per_parked=$(awk -v a="$base" -v b="$parked" 'BEGIN { printf "%.1f", (b - a) / (131072 - 65536) }')" | tee -a "$raw"
 fi

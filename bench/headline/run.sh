@@ -166,16 +166,24 @@ one_run() {
 		w0=$(walstats)
 		lsn0=$(sql "SELECT pg_current_wal_insert_lsn()")
 		mark=$(load_mark)
-		as_pg "$tmp/dispatcher" --conninfo "$conninfo" \
+		if ! as_pg "$tmp/dispatcher" --conninfo "$conninfo" \
 			--mode "$mode" --topic api --threads "$THREADS" --slots "$SLOTS" \
 			--service-ms "$SERVICE_MS" --backoff-ms "$BACKOFF_MS" \
-			--csv "$tmp/busy_$tag.csv" >"$tmp/summary_$tag.txt"
+			--csv "$tmp/busy_$tag.csv" >"$tmp/summary_$tag.txt"; then
+			cp "$tmp/summary_$tag.txt" "$results/failed_$tag.txt"
+			log "$tag: the dispatcher failed (summary in results/failed_$tag.txt)"
+			exit 1
+		fi
 		load=$(load_since "$mark")
 		lsn1=$(sql "SELECT pg_current_wal_insert_lsn()")
 		sleep 1
 		w1=$(walstats)
-		commits=$(as_pg "$PG_BINDIR/pg_waldump" -p "$BENCH_DATA/pg_wal" -s "$lsn0" -e "$lsn1" \
-			--stats=record 2>/dev/null | awk '$1 == "Transaction/COMMIT" { print $2 }')
+		# every record up to lsn1 on disk (the worker commits asynchronously)
+		sql "CHECKPOINT" >/dev/null
+		if ! commits=$(as_pg "$PG_BINDIR/pg_waldump" -p "$BENCH_DATA/pg_wal" -s "$lsn0" -e "$lsn1" \
+			--stats=record 2>"$tmp/waldump.err" | awk '$1 == "Transaction/COMMIT" { print $2 }'); then
+			log "$tag: pg_waldump failed: $(head -c 300 "$tmp/waldump.err")"
+		fi
 		commits=${commits:-0}
 		rows=$(sed -n 's/^rows=//p' "$tmp/summary_$tag.txt")
 		{
