@@ -42,9 +42,11 @@
  *	                     returns.
  *
  *	  The row that ends a sample is the next sample's carrier.  Each
- *	  scenario has a topic of its own, with samples + 1 rows (parked with a
- *	  one-hour back-off for the scenarios that take parks).  For each it
- *	  prints one line:
+ *	  scenario has a topic and connections of its own, with samples + 1
+ *	  rows (parked with a one-hour back-off for the scenarios that take
+ *	  parks).  The scenarios run interleaved, sample 1 of each, then sample
+ *	  2 of each, ..., so that a change in the machine's load (this machine
+ *	  is shared) hits them alike.  For each it prints one line:
  *	    RESULT name=... n=... p50=... p90=... p99=... max=... [ret_p50=... ret_p99=...]
  *	  (ms), and writes the sorted latencies to OUTDIR/NAME.dat.
  *
@@ -201,123 +203,147 @@ pct(int64_t *v, int n, double p)
 	return v[i] / 1000.0;
 }
 
-static void
-scenario(const char *conninfo, const char *name, int samples, const char *outdir)
+/* One scenario: its connections, its topic, the row B holds, its samples. */
+typedef struct Scenario
 {
-	PGconn	   *a = connect_db(conninfo);
-	PGconn	   *b = connect_db(conninfo);
-	PGconn	   *ctl = connect_db(conninfo);
-	bool		limited = strcmp(name, "settle_take_limit") == 0 ||
-		strcmp(name, "release_claimer") == 0;
-	bool		parks = strcmp(name, "settle_take") == 0 ||
-		strcmp(name, "pulse_claimer") == 0 || strcmp(name, "three_commit") == 0;
-	bool		blocked = strcmp(name, "pulse_claimer") == 0 ||
-		strcmp(name, "three_commit") == 0 || strcmp(name, "release_claimer") == 0;
-	Claimer		claimer;
+	const char *name;
+	bool		limited;		/* topic limited to 1 */
+	bool		parks;			/* rows parked (else visible) */
+	bool		blocked;		/* ends in A's blocked claim */
+	PGconn	   *a;
+	PGconn	   *b;
 	char		topic[64];
 	char		carrier[300];
 	char		token[32];
+	int64_t    *lat;
+	int64_t    *ret;
+} Scenario;
+
+/* Connect, and make the scenario's topic: samples + 1 rows, B holding one. */
+static void
+scenario_setup(Scenario *sc, const char *conninfo, const char *name, int samples)
+{
 	char		n[16];
-	char		path[1024];
-	int64_t    *lat = calloc(samples, sizeof(int64_t));
-	int64_t    *ret = calloc(samples, sizeof(int64_t));
+	const char *p1[1];
+	const char *p2[2];
 	PGresult   *res;
-	FILE	   *out;
 	int			i;
 
-	if (lat == NULL || ret == NULL)
+	sc->name = name;
+	sc->limited = strcmp(name, "settle_take_limit") == 0 ||
+		strcmp(name, "release_claimer") == 0;
+	sc->parks = strcmp(name, "settle_take") == 0 ||
+		strcmp(name, "pulse_claimer") == 0 || strcmp(name, "three_commit") == 0;
+	sc->blocked = strcmp(name, "pulse_claimer") == 0 ||
+		strcmp(name, "three_commit") == 0 || strcmp(name, "release_claimer") == 0;
+	sc->a = connect_db(conninfo);
+	sc->b = connect_db(conninfo);
+	sc->lat = calloc(samples, sizeof(int64_t));
+	sc->ret = calloc(samples, sizeof(int64_t));
+	if (sc->lat == NULL || sc->ret == NULL)
 	{
 		fprintf(stderr, "handoff: out of memory\n");
 		exit(1);
 	}
-	snprintf(topic, sizeof(topic), "ho_%s", name);
+	snprintf(sc->topic, sizeof(sc->topic), "ho_%s", name);
 	snprintf(n, sizeof(n), "%d", samples + 1);
+	p1[0] = sc->topic;
+	p2[0] = sc->topic;
+	p2[1] = n;
 
-	/* samples + 1 rows; the first is B's carrier, the others parked or visible */
+	exec_void(sc->b, "SELECT count(*) FROM generate_series(1, $2::int) g, "
+			  "       aion_wake.enqueue($1 || '-' || pg_catalog.lpad(g::text, 6, '0'), '{}', $1)",
+			  2, p2);
+	if (sc->limited)
+		exec_void(sc->b, "SELECT aion_wake.set_limit($1, 1)", 1, p1);
+	if (!sc->parks)
+		p2[1] = "1";
+	res = exec_params(sc->b, "SELECT dispatch_key, lease_token "
+					  "  FROM aion_wake.claim($1, $2::int, '1 hour')", 2, p2);
+	snprintf(sc->carrier, sizeof(sc->carrier), "%s", PQgetvalue(res, 0, 0));
+	snprintf(sc->token, sizeof(sc->token), "%s", PQgetvalue(res, 0, 1));
+	for (i = 1; sc->parks && i < PQntuples(res); i++)
 	{
-		const char *p2[2] = {topic, n};
-		const char *p1[1] = {topic};
+		const char *p[2] = {PQgetvalue(res, i, 0), PQgetvalue(res, i, 1)};
 
-		exec_void(b, "SELECT count(*) FROM generate_series(1, $2::int) g, "
-				  "       aion_wake.enqueue($1 || '-' || pg_catalog.lpad(g::text, 6, '0'), '{}', $1)",
-				  2, p2);
-		if (limited)
-			exec_void(b, "SELECT aion_wake.set_limit($1, 1)", 1, p1);
-		res = exec_params(b, "SELECT dispatch_key, lease_token "
-						  "  FROM aion_wake.claim($1, $2::int, '1 hour')", 2,
-						  (const char *const[]) {topic, parks ? n : "1"});
-		snprintf(carrier, sizeof(carrier), "%s", PQgetvalue(res, 0, 0));
-		snprintf(token, sizeof(token), "%s", PQgetvalue(res, 0, 1));
-		for (i = 1; parks && i < PQntuples(res); i++)
+		exec_void(sc->b, "SELECT aion_wake.park($1, '1 hour', $2::bigint)", 2, p);
+	}
+	PQclear(res);
+}
+
+/* One sample of the scenario. */
+static void
+scenario_sample(Scenario *sc, PGconn *ctl, int i)
+{
+	Claimer		claimer;
+	pthread_t	th;
+	int64_t		t0;
+	int64_t		t_ret;
+	const char *p[3] = {sc->carrier, sc->token, sc->topic};
+	PGresult   *res;
+
+	if (sc->blocked)
+	{
+		claimer.conn = sc->a;
+		claimer.topic = sc->topic;
+		if (pthread_create(&th, NULL, claimer_main, &claimer) != 0)
 		{
-			const char *p[2] = {PQgetvalue(res, i, 0), PQgetvalue(res, i, 1)};
-
-			exec_void(b, "SELECT aion_wake.park($1, '1 hour', $2::bigint)", 2, p);
+			perror("pthread_create");
+			exit(1);
 		}
-		PQclear(res);
+		wait_until_asleep(ctl, sc->a);
 	}
 
-	for (i = 0; i < samples; i++)
+	t0 = now_us();
+	if (!sc->blocked)
 	{
-		pthread_t	th;
-		int64_t		t0;
-		int64_t		t_ret;
-		const char *p[3] = {carrier, token, topic};
-
-		if (blocked)
-		{
-			claimer.conn = a;
-			claimer.topic = topic;
-			if (pthread_create(&th, NULL, claimer_main, &claimer) != 0)
-			{
-				perror("pthread_create");
-				exit(1);
-			}
-			wait_until_asleep(ctl, a);
-		}
-
-		t0 = now_us();
-		if (!blocked)
-		{
-			res = exec_params(b, "SELECT dispatch_key, lease_token "
-							  "  FROM aion_wake.complete($1, $2::bigint, next_rows => 1)",
-							  2, p);
-			t_ret = now_us();
-			take_row(res, name, carrier, sizeof(carrier), token, sizeof(token));
-			PQclear(res);
-			lat[i] = ret[i] = t_ret - t0;
-			continue;
-		}
-		if (strcmp(name, "pulse_claimer") == 0)
-			exec_void(b, "SELECT aion_wake.complete($1, $2::bigint), aion_wake.pulse($3, 1)", 3, p);
-		else if (strcmp(name, "three_commit") == 0)
-		{
-			exec_void(b, "SELECT aion_wake.complete($1, $2::bigint)", 2, p);
-			exec_void(b, "SELECT aion_wake.reoffer($1, 1)", 1, p + 2);
-		}
-		else
-			exec_void(b, "SELECT aion_wake.complete($1, $2::bigint)", 2, p);
+		res = exec_params(sc->b, "SELECT dispatch_key, lease_token "
+						  "  FROM aion_wake.complete($1, $2::bigint, next_rows => 1)",
+						  2, p);
 		t_ret = now_us();
-		pthread_join(th, NULL);
-		lat[i] = claimer.returned_at - t0;
-		ret[i] = claimer.returned_at - t_ret;
-		/* the row A got is the next carrier */
-		memcpy(carrier, claimer.key, sizeof(carrier));
-		memcpy(token, claimer.token, sizeof(token));
+		take_row(res, sc->name, sc->carrier, sizeof(sc->carrier), sc->token, sizeof(sc->token));
+		PQclear(res);
+		sc->lat[i] = sc->ret[i] = t_ret - t0;
+		return;
 	}
+	if (strcmp(sc->name, "pulse_claimer") == 0)
+		exec_void(sc->b, "SELECT aion_wake.complete($1, $2::bigint), aion_wake.pulse($3, 1)", 3, p);
+	else if (strcmp(sc->name, "three_commit") == 0)
+	{
+		exec_void(sc->b, "SELECT aion_wake.complete($1, $2::bigint)", 2, p);
+		exec_void(sc->b, "SELECT aion_wake.reoffer($1, 1)", 1, p + 2);
+	}
+	else
+		exec_void(sc->b, "SELECT aion_wake.complete($1, $2::bigint)", 2, p);
+	t_ret = now_us();
+	pthread_join(th, NULL);
+	sc->lat[i] = claimer.returned_at - t0;
+	sc->ret[i] = claimer.returned_at - t_ret;
+	/* the row A got is the next carrier */
+	memcpy(sc->carrier, claimer.key, sizeof(sc->carrier));
+	memcpy(sc->token, claimer.token, sizeof(sc->token));
+}
 
-	qsort(lat, samples, sizeof(int64_t), cmp_int64);
-	qsort(ret, samples, sizeof(int64_t), cmp_int64);
+/* Print the scenario's line, write its data file, drop its limit. */
+static void
+scenario_finish(Scenario *sc, int samples, const char *outdir)
+{
+	char		path[1024];
+	FILE	   *out;
+	int			i;
+
+	qsort(sc->lat, samples, sizeof(int64_t), cmp_int64);
+	qsort(sc->ret, samples, sizeof(int64_t), cmp_int64);
 	printf("RESULT name=%s n=%d p50=%.3f p90=%.3f p99=%.3f max=%.3f",
-		   name, samples, pct(lat, samples, 50), pct(lat, samples, 90),
-		   pct(lat, samples, 99), lat[samples - 1] / 1000.0);
-	if (blocked)
+		   sc->name, samples, pct(sc->lat, samples, 50), pct(sc->lat, samples, 90),
+		   pct(sc->lat, samples, 99), sc->lat[samples - 1] / 1000.0);
+	if (sc->blocked)
 		printf(" ret_p50=%.3f ret_p99=%.3f ret_min=%.3f",
-			   pct(ret, samples, 50), pct(ret, samples, 99), ret[0] / 1000.0);
+			   pct(sc->ret, samples, 50), pct(sc->ret, samples, 99), sc->ret[0] / 1000.0);
 	printf("\n");
 	fflush(stdout);
 
-	snprintf(path, sizeof(path), "%s/%s.dat", outdir, name);
+	snprintf(path, sizeof(path), "%s/%s.dat", outdir, sc->name);
 	out = fopen(path, "w");
 	if (out == NULL)
 	{
@@ -325,21 +351,25 @@ scenario(const char *conninfo, const char *name, int samples, const char *outdir
 		exit(1);
 	}
 	for (i = 0; i < samples; i++)
-		fprintf(out, "%.3f %.4f\n", lat[i] / 1000.0, (i + 1) / (double) samples);
+		fprintf(out, "%.3f %.4f\n", sc->lat[i] / 1000.0, (i + 1) / (double) samples);
 	fclose(out);
 
-	if (limited)
-		exec_void(b, "SELECT aion_wake.set_limit($1, NULL)", 1, (const char *const[]) {topic});
-	free(lat);
-	free(ret);
-	PQfinish(a);
-	PQfinish(b);
-	PQfinish(ctl);
+	if (sc->limited)
+		exec_void(sc->b, "SELECT aion_wake.set_limit($1, NULL)", 1,
+				  (const char *const[]) {sc->topic});
+	free(sc->lat);
+	free(sc->ret);
+	PQfinish(sc->a);
+	PQfinish(sc->b);
 }
 
 int
 main(int argc, char **argv)
 {
+	Scenario	sc[NUM_SCENARIOS];
+	const char *names[NUM_SCENARIOS];
+	PGconn	   *ctl;
+	int			nsc = 0;
 	int			samples;
 	int			i;
 	int			j;
@@ -358,10 +388,9 @@ main(int argc, char **argv)
 	if (argc == 4)
 	{
 		for (i = 0; i < NUM_SCENARIOS; i++)
-			scenario(argv[1], scenarios[i], samples, argv[3]);
-		return 0;
+			names[nsc++] = scenarios[i];
 	}
-	for (j = 4; j < argc; j++)
+	for (j = 4; j < argc && nsc < NUM_SCENARIOS; j++)
 	{
 		for (i = 0; i < NUM_SCENARIOS; i++)
 			if (strcmp(argv[j], scenarios[i]) == 0)
@@ -371,7 +400,18 @@ main(int argc, char **argv)
 			fprintf(stderr, "handoff: unknown scenario %s\n", argv[j]);
 			return 2;
 		}
-		scenario(argv[1], scenarios[i], samples, argv[3]);
+		names[nsc++] = scenarios[i];
 	}
+
+	/* interleaved: sample i of every scenario, then sample i + 1 */
+	ctl = connect_db(argv[1]);
+	for (i = 0; i < nsc; i++)
+		scenario_setup(&sc[i], argv[1], names[i], samples);
+	for (j = 0; j < samples; j++)
+		for (i = 0; i < nsc; i++)
+			scenario_sample(&sc[i], ctl, j);
+	for (i = 0; i < nsc; i++)
+		scenario_finish(&sc[i], samples, argv[3]);
+	PQfinish(ctl);
 	return 0;
 }

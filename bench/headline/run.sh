@@ -57,8 +57,10 @@
 # or as postgres):   bench/headline/run.sh
 # Environment: HEADLINE_PORT (default 5560), HEADLINE_ROWS (2000),
 # HEADLINE_THREADS (16), HEADLINE_SLOTS (4), HEADLINE_SERVICE_MS (20),
-# HEADLINE_BACKOFF_MS (1000), HEADLINE_MODES ("aion handoff limit fence
-# poll"), HEADLINE_REPS (5), HEADLINE_CONNOPTS (options of the dispatcher's
+# HEADLINE_BACKOFF_MS (1000), HEADLINE_PLOT_ONLY (1: no runs, only the plot
+# from results/), HEADLINE_MODES ("aion handoff limit fence
+# poll"), HEADLINE_REPS (5), HEADLINE_OUT (where results/ and the plot
+# go; default bench/headline), HEADLINE_CONNOPTS (options of the dispatcher's
 # sessions, none by default), HEADLINE_QUIET_MAX (30), HEADLINE_QUIET_CPU
 # (0.3), HEADLINE_FOREIGN_MAX (0.5), HEADLINE_RETRIES (2).
 #
@@ -66,7 +68,9 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/../.." && pwd)
-results=$here/results
+# where results/ and the plot go (a diagnosis run can write elsewhere)
+out=${HEADLINE_OUT:-$here}
+results=$out/results
 
 PORT=${HEADLINE_PORT:-5560}
 ROWS=${HEADLINE_ROWS:-2000}
@@ -114,6 +118,30 @@ for m in $MODES; do
 	*) echo "run.sh: unknown mode $m" >&2; exit 2 ;;
 	esac
 done
+
+# --- helpers over results/ ----------------------------------------------------
+
+get() { sed -n "s/^$2=//p" "$results/summary_$1.txt"; }
+# mstat MODE FIELD median|min|max: over the runs of MODE
+mstat() {
+	local f
+	for f in "$results"/summary_"$1"_*.txt; do sed -n "s/^$2=//p" "$f"; done | sort -g |
+		awk -v w="$3" '{ v[NR] = $1 } END {
+			if (NR == 0) { print "-"; exit }
+			if (w == "min") print v[1]; else if (w == "max") print v[NR];
+			else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+nruns() { ls "$results"/summary_"$1"_*.txt 2>/dev/null | wc -l; }
+pct() { awk -v v="$1" 'BEGIN { printf "%.1f%%", v * 100 }'; }
+verdict() { awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN { ok = (op == "<=") ? (v + 0 <= t + 0) : (v + 0 >= t + 0); print ok ? "PASS" : "MISS" }'; }
+# the run of MODE whose utilisation is the median (for the plot)
+median_run() {
+	local f
+	for f in "$results"/summary_"$1"_*.txt; do echo "$(sed -n 's/^utilisation=//p' "$f") $(basename "$f" .txt)"; done |
+		sort -g | awk '{ r[NR] = $2 } END { print substr(r[int((NR + 1) / 2)], 9) }'
+}
+
+if [ -z "${HEADLINE_PLOT_ONLY:-}" ]; then
 
 # --- the cluster --------------------------------------------------------------
 
@@ -234,26 +262,6 @@ t_end=$(date +%s)
 
 # --- the table ----------------------------------------------------------------
 
-get() { sed -n "s/^$2=//p" "$results/summary_$1.txt"; }
-# mstat MODE FIELD median|min|max: over the runs of MODE
-mstat() {
-	local f
-	for f in "$results"/summary_"$1"_*.txt; do sed -n "s/^$2=//p" "$f"; done | sort -g |
-		awk -v w="$3" '{ v[NR] = $1 } END {
-			if (NR == 0) { print "-"; exit }
-			if (w == "min") print v[1]; else if (w == "max") print v[NR];
-			else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-nruns() { ls "$results"/summary_"$1"_*.txt 2>/dev/null | wc -l; }
-pct() { awk -v v="$1" 'BEGIN { printf "%.1f%%", v * 100 }'; }
-verdict() { awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN { ok = (op == "<=") ? (v + 0 <= t + 0) : (v + 0 >= t + 0); print ok ? "PASS" : "MISS" }'; }
-# the run of MODE whose utilisation is the median (for the plot)
-median_run() {
-	local f
-	for f in "$results"/summary_"$1"_*.txt; do echo "$(sed -n 's/^utilisation=//p' "$f") $(basename "$f" .txt)"; done |
-		sort -g | awk '{ r[NR] = $2 } END { print substr(r[int((NR + 1) / 2)], 9) }'
-}
-
 {
 	echo "date: $(date -u -d "@$t_start" '+%Y-%m-%d %H:%M')-$(date -u -d "@$t_end" '+%H:%M UTC')  nproc: $(nproc)  PostgreSQL $pgversion"
 	echo "aion_wake.so: $(md5sum "$($PG_CONFIG --pkglibdir)/aion_wake.so" | cut -c1-12) built $(date -u -r "$($PG_CONFIG --pkglibdir)/aion_wake.so" '+%Y-%m-%d %H:%M UTC'); bench tree at $(git -c safe.directory='*' -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')"
@@ -325,6 +333,9 @@ median_run() {
 	fi
 } | tee "$results/table.txt"
 
+fi	# HEADLINE_PLOT_ONLY
+tmp=${tmp:-$(mktemp -d /tmp/aion_wake_plot.XXXXXX)}
+
 # --- the plot -----------------------------------------------------------------
 
 ideal_s=$(awk -v r="$ROWS" -v s="$SERVICE_MS" -v c="$SLOTS" 'BEGIN { print r * s / c / 1000 }')
@@ -357,8 +368,9 @@ for term in png svg; do
 	fi
 	gnuplot <<GP
 $setterm
-set output '$here/busy_slots.$term'
+set output '$out/busy_slots.$term'
 set datafile separator ','
+set termoption noenhanced
 set key top right
 set multiplot layout $nmodes,1 title "Busy consumer slots, the median run of each mode ($ROWS rows, C=$SLOTS, S=${SERVICE_MS} ms, $THREADS dispatchers, back-off ${BACKOFF_MS} ms)"
 set xrange [0:$xmax]
@@ -382,4 +394,5 @@ done)
 unset multiplot
 GP
 done
-log "plot: $here/busy_slots.png and busy_slots.svg"
+log "plot: $out/busy_slots.png and busy_slots.svg"
+[ -z "${HEADLINE_PLOT_ONLY:-}" ] || rm -rf "$tmp"
