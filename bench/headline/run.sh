@@ -208,7 +208,10 @@ one_run() {
 		w1=$(walstats)
 		# every record up to lsn1 on disk (the worker commits asynchronously)
 		sql "CHECKPOINT" >/dev/null
+		# (the first segment named: pg_waldump -p alone takes the segment size
+		# from whichever file it finds first, which may be a recycled one)
 		if ! commits=$(as_pg "$PG_BINDIR/pg_waldump" -p "$BENCH_DATA/pg_wal" -s "$lsn0" -e "$lsn1" \
+			"$(sql "SELECT pg_walfile_name('$lsn0')")" \
 			--stats=record 2>"$tmp/waldump.err" | awk '$1 == "Transaction/COMMIT" { print $2 }'); then
 			log "$tag: pg_waldump failed: $(head -c 300 "$tmp/waldump.err")"
 		fi
