@@ -39,10 +39,12 @@
 #       completed, and left only through complete() or dead_letter()
 #   G4  attempt = the number of committed fail() calls; park, re-offer and
 #       claim never change it
-#   G3  every re-offer acted on the row's latest committed park, at that
-#       park's fence, with nothing committed on the row in between; every
-#       complete/park/fail/dead_letter that acted carried the row's current
-#       lease token; claims took only visible rows, each with a fresh token;
+#   G3  every re-offer (the worker's, or a claimer's spending a pulse slot
+#       on a parked row: re-offer and claim in one UPDATE) acted on the row's
+#       latest committed park, at that park's fence, with nothing committed
+#       on the row in between; every complete/park/fail/dead_letter that
+#       acted carried the row's current lease token; claims took only
+#       visible rows or parks so spent, each with a fresh token;
 #       every function returned true exactly when it changed the row
 #   and that the worker never restarted and the server log holds no crash,
 #   PANIC, TRAP, FATAL or ERROR.  The status counters are printed.
@@ -222,7 +224,8 @@ fi
 rows=$(q "SELECT (SELECT count(*) FROM stress_log WHERE op LIKE 'row\_%')
 	|| ' row changes; ' || (SELECT count(*) FROM stress_log WHERE op = 'row_reoffer') || ' re-offers ('
 	|| (SELECT count(*) FILTER (WHERE backend_type = 'aion_wake worker') FROM stress_log WHERE op = 'row_reoffer')
-	|| ' by the worker); ' || (SELECT count(*) FROM stress_log WHERE op = 'park') || ' parks; '
+	|| ' by the worker); ' || (SELECT count(*) FROM stress_log WHERE op = 'row_claim_parked')
+	|| ' claimed straight from their park; ' || (SELECT count(*) FROM stress_log WHERE op = 'park') || ' parks; '
 	|| (SELECT count(*) FROM stress_log WHERE op = 'complete') || ' completed; '
 	|| (SELECT count(*) FROM aion_wake.outbox) || ' rows left, '
 	|| (SELECT count(*) FROM aion_wake.outbox WHERE parked_at IS NOT NULL AND visible_after > clock_timestamp())
@@ -363,26 +366,28 @@ check "G4: every park and re-offer left attempt unchanged" \
 	   FROM stress_log l
 	   JOIN LATERAL (SELECT * FROM stress_log p WHERE p.dispatch_key = l.dispatch_key AND p.id < l.id
 	                  AND p.op LIKE 'row\_%' ORDER BY p.id DESC LIMIT 1) p ON true
-	  WHERE l.op IN ('row_park', 'row_reoffer', 'row_claim') AND l.attempt <> p.attempt
+	  WHERE l.op IN ('row_park', 'row_reoffer', 'row_claim', 'row_claim_parked') AND l.attempt <> p.attempt
 	  ORDER BY 1 LIMIT 15"
 
 echo "---- G3: one writer per row"
-check "G3: every re-offer acted on the latest committed park of its row, at that park's fence" \
+check "G3: every re-offer (by the worker, or by a claimer spending a pulse slot) acted on the latest committed park of its row, at that park's fence" \
 	"SELECT r.id, r.dispatch_key, r.fence AS old_fence, r.new_fence, r.at, r.backend_type,
 	        p.op AS change_before, p.fence AS fence_before
 	   FROM stress_log r
 	   LEFT JOIN LATERAL (SELECT * FROM stress_log p WHERE p.dispatch_key = r.dispatch_key AND p.id < r.id
 	                       AND p.op LIKE 'row\_%' ORDER BY p.id DESC LIMIT 1) p ON true
-	  WHERE r.op = 'row_reoffer'
+	  WHERE r.op IN ('row_reoffer', 'row_claim_parked')
 	    AND (p.op IS DISTINCT FROM 'row_park' OR p.fence <> r.fence
-	         OR r.new_fence > r.at
-	         OR r.backend_type NOT IN ('aion_wake worker', 'client backend'))
+	         OR (r.op = 'row_reoffer'
+	             AND (r.new_fence > r.at
+	                  OR r.backend_type NOT IN ('aion_wake worker', 'client backend'))))
 	  ORDER BY 1 LIMIT 15"
 check "G3: complete/park/fail/dead_letter acted only with the row's current lease token" \
 	"SELECT a.id, a.dispatch_key, a.op, a.lease_token, c.lease_token AS current_token
 	   FROM stress_log a
 	   LEFT JOIN LATERAL (SELECT lease_token FROM stress_log c WHERE c.dispatch_key = a.dispatch_key
-	                       AND c.id < a.id AND c.op = 'row_claim' ORDER BY c.id DESC LIMIT 1) c ON true
+	                       AND c.id < a.id AND c.op IN ('row_claim', 'row_claim_parked')
+	                     ORDER BY c.id DESC LIMIT 1) c ON true
 	  WHERE a.op IN ('complete', 'park', 'fail', 'dead_letter')
 	    AND a.lease_token IS DISTINCT FROM c.lease_token
 	  ORDER BY 1 LIMIT 15"
@@ -391,7 +396,7 @@ check "G3: claims took only visible rows, each with a fresh lease token; no unex
 	  WHERE op IN ('row_bad_claim', 'row_bad_fail', 'row_other') GROUP BY op
 	 UNION ALL
 	 SELECT 'lease token ' || lease_token || ' issued twice', count(*)::text FROM stress_log
-	  WHERE op = 'row_claim' GROUP BY lease_token HAVING count(*) > 1
+	  WHERE op IN ('row_claim', 'row_claim_parked') GROUP BY lease_token HAVING count(*) > 1
 	 LIMIT 15"
 check "G3: each function returned true exactly when it changed the row (same transaction)" \
 	"WITH x AS (SELECT xid, dispatch_key,
@@ -410,7 +415,7 @@ check "G3: each function returned true exactly when it changed the row (same tra
 
 echo "---- counters (information)"
 q "SELECT 'set_full=' || set_full || ' rows_reoffered=' || rows_reoffered
-          || ' (ledger: ' || (SELECT count(*) FROM stress_log WHERE op = 'row_reoffer') || ')'
+          || ' (ledger: ' || (SELECT count(*) FROM stress_log WHERE op IN ('row_reoffer', 'row_claim_parked')) || ')'
           || ' wakes_deferred=' || wakes_deferred || ' credits_used=' || credits_used
           || ' pulses_received=' || pulses_received || ' slots_received=' || slots_received
           || ' slots_returned=' || slots_returned || ' fences_expired=' || fences_expired

@@ -26,7 +26,7 @@ CREATE TABLE stress_log (
 	dispatch_key text NOT NULL,
 	op			 text NOT NULL,
 	lease_token	 bigint,
-	fence		 timestamptz,	-- row_claim/row_reoffer: the old fence; others: the new one
+	fence		 timestamptz,	-- row_claim*/row_reoffer: the old fence; others: the new one
 	new_fence	 timestamptz,
 	attempt		 int,
 	backend_type text,
@@ -57,10 +57,17 @@ BEGIN
 
 	-- UPDATE: what changed tells which function did it
 	IF NEW.lease_token IS DISTINCT FROM OLD.lease_token THEN
-		-- claim(): a fresh token, fence = lease; the old fence must have passed
-		kind := CASE WHEN OLD.visible_after > pg_catalog.clock_timestamp()
-					   OR NEW.parked_at IS NOT NULL OR NEW.attempt <> OLD.attempt
-					 THEN 'row_bad_claim' ELSE 'row_claim' END;
+		-- claim(): a fresh token, fence = lease; the old fence must have
+		-- passed, or the row was parked and a claimer spent a pulse slot on
+		-- it, taking it straight from its fence (row_claim_parked: a re-offer
+		-- and a claim in one UPDATE)
+		kind := CASE WHEN NEW.parked_at IS NOT NULL OR NEW.attempt <> OLD.attempt
+					 THEN 'row_bad_claim'
+					 WHEN OLD.visible_after <= pg_catalog.clock_timestamp()
+					 THEN 'row_claim'
+					 WHEN OLD.parked_at IS NOT NULL
+					 THEN 'row_claim_parked'
+					 ELSE 'row_bad_claim' END;
 		INSERT INTO public.stress_log (dispatch_key, op, lease_token, fence, new_fence, attempt)
 		VALUES (NEW.dispatch_key, kind, NEW.lease_token, OLD.visible_after, NEW.visible_after, NEW.attempt);
 	ELSIF NEW.attempt IS DISTINCT FROM OLD.attempt THEN
