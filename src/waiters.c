@@ -397,6 +397,24 @@ aw_waiters_wake(Oid dbid, const char *topic, int64 rows)
 }
 
 /*
+ * Rows of a topic became claimable, and wakes for them may be held back by
+ * the topic's limit: record a readiness event without waking anyone.
+ */
+void
+aw_waiters_mark_ready(Oid dbid, const char *topic)
+{
+	AwWaitTopic *t;
+
+	if (!aw_anyone_waits())
+		return;
+	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
+	t = aw_wait_topic_find(dbid, topic, HASH_FIND);
+	if (t != NULL)
+		t->ready_gen = ++aw_wait->next_ready_gen;
+	LWLockRelease(aw_wait->lock);
+}
+
+/*
  * The number of the last readiness event of a topic (rows made claimable,
  * slots released) while claimers wait on it, or 0 when none waits.  A
  * claim that returns reserved slots unused compares it with the value it

@@ -669,7 +669,14 @@ aw_worker_check_fences(void)
 							   args, NULL, SPI_OK_SELECT);
 			visible = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 1, &isnull));
-			/* of a limited topic, only as many as it has free slots */
+			/*
+			 * Of a limited topic, only as many as it has free slots.  Rows
+			 * became claimable: say so first (rule 3), so that a claim whose
+			 * reservation is counted here, and which returns it unused
+			 * because it looked before these fences passed, wakes one.
+			 */
+			if (visible > 0)
+				aw_waiters_mark_ready(MyDatabaseId, checks[i].topic);
 			free_slots = aw_set_free_slots(checks[i].topic);
 			if (free_slots >= 0)
 				visible = Min(visible, free_slots);
