@@ -55,6 +55,7 @@
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
@@ -506,29 +507,53 @@ aw_end(void)
 }
 
 /*
- * Is the extension installed in this database?  Read from pg_extension with
- * the transaction's fresh catalog snapshot, not through get_extension_oid():
- * from PostgreSQL 18 that looks the name up in a catalog cache, which can
- * keep a "not found" from an earlier look until the creating transaction's
- * invalidations arrive -- and they are sent after the COMMIT callback that
- * woke the worker for it (worker_slots.c), so the worker would sleep on.
+ * The OID of the extension in this database, or InvalidOid.  Read from
+ * pg_extension with the transaction's fresh catalog snapshot, not through
+ * get_extension_oid(): from PostgreSQL 18 that looks the name up in a
+ * catalog cache, which can keep a "not found" from an earlier look until
+ * the creating transaction's invalidations arrive -- and they are sent
+ * after the COMMIT callback that woke the worker for it (worker_slots.c),
+ * so the worker would sleep on.
  */
-static bool
-aw_extension_installed(void)
+static Oid
+aw_extension_oid(void)
 {
 	Relation	rel;
 	SysScanDesc scan;
 	ScanKeyData key;
-	bool		found;
+	HeapTuple	tup;
+	Oid			extoid = InvalidOid;
 
 	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
 				CStringGetDatum("aion_wake"));
 	rel = table_open(ExtensionRelationId, AccessShareLock);
 	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
-	found = HeapTupleIsValid(systable_getnext(scan));
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		extoid = ((Form_pg_extension) GETSTRUCT(tup))->oid;
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-	return found;
+	return extoid;
+}
+
+/*
+ * Is the extension installed in this database?  If it is, lock it against
+ * DROP EXTENSION until the transaction ends.  The rebuild reads
+ * aion_wake.limits and then aion_wake.outbox; DROP EXTENSION locks the
+ * extension first and then its tables one by one, so without this a DROP
+ * right after a start could lock one table while the worker held the
+ * other, and one of them died of a deadlock.
+ */
+static bool
+aw_extension_lock(void)
+{
+	Oid			extoid = aw_extension_oid();
+
+	if (!OidIsValid(extoid))
+		return false;
+	LockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock);
+	/* a DROP that held it has committed meanwhile: look again */
+	return aw_extension_oid() == extoid;
 }
 
 /*
@@ -548,7 +573,7 @@ aw_worker_rebuild(void)
 	bool		installed;
 
 	aw_begin("aion_wake: rebuilding the parked set");
-	installed = aw_extension_installed();
+	installed = aw_extension_lock();
 	if (installed)
 	{
 		/* limits and live leases, when shared memory is new */

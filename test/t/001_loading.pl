@@ -8,7 +8,8 @@
 # restoring work, and every SQL function and the status view must then fail
 # with SQLSTATE 55000 and a hint naming shared_preload_libraries.  Once the
 # server is restarted with the library preloaded, the background worker must
-# run and be the process the status view reports.
+# run and be the process the status view reports, and DROP EXTENSION right
+# after a start must not deadlock with the worker's rebuild.
 
 use strict;
 use warnings;
@@ -125,6 +126,29 @@ is( $node->safe_psql(
 		'postgres', "SELECT aion_wake.enqueue('k'); SELECT aion_wake.pulse()"),
 	"t\n",
 	'enqueue and pulse work once preloaded');
+
+# DROP EXTENSION right after a start meets the worker rebuilding the set:
+# it reads aion_wake.limits and then aion_wake.outbox, while DROP locks the
+# tables one by one.  The worker locks the extension first, so the DROP
+# waits for it, or it for the DROP; neither dies of a deadlock (before,
+# the DROP did, nearly every time).  Then CREATE EXTENSION brings the
+# worker back to work, with no restart.
+$node->safe_psql('postgres', "SELECT aion_wake.set_limit('api', 2)");
+for my $round (1 .. 3)
+{
+	$node->restart;
+	my $offset = -s $node->logfile;
+	my ($ret, $stdout, $stderr) =
+	  $node->psql('postgres', 'DROP EXTENSION aion_wake');
+	is($ret, 0, "round $round: DROP EXTENSION right after a start succeeds")
+	  or diag($stderr);
+	$node->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
+	ok( $node->wait_for_log(
+			qr/aion_wake worker rebuilt the parked set of database "postgres"/,
+			$offset),
+		"round $round: ... and the worker serves the new extension");
+	$node->safe_psql('postgres', "SELECT aion_wake.set_limit('api', 2)");
+}
 
 $node->stop;
 
