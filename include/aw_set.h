@@ -126,6 +126,7 @@ typedef struct AwTakeBatch
 	int			slots;			/* rows this round may move */
 	int			slot_cap;		/* take at most this many slots; 0: all */
 	int			own_slots;		/* slots the caller brings (spent first) */
+	bool		(*skip) (const char *key);	/* entries the round leaves alone */
 	bool		settled;
 	AwTake	   *takes;
 	AwTakeOutcome *outcomes;

@@ -106,6 +106,7 @@ extern void aw_xact_record_released(const char *topic, int64 rows);
 
 /* the row left the parked state: forget the entry the call found, at commit */
 extern void aw_xact_record_forget(const char *key);
+extern bool aw_xact_will_forget(const char *key);
 
 /* a capacity pulse, added up per topic, delivered at commit */
 extern void aw_xact_record_pulse(const char *topic, int32 slots);

@@ -1102,6 +1102,8 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 			aw_entry_remove(e, true);
 			aw_shared->counters.fences_expired++;
 		}
+		else if (b->skip != NULL && b->skip(e->key.key))
+			continue;
 		else if (e->retry_at <= now)
 		{
 			aw_take_entry(e, &b->takes[n++]);
@@ -1128,6 +1130,8 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 			aw_shared->counters.fences_expired++;
 			continue;
 		}
+		if (b->skip != NULL && b->skip(e->key.key))
+			continue;
 		aw_take_entry(e, &b->takes[n++]);
 		if (used < avail)
 		{

@@ -184,6 +184,7 @@ aw_xact_take_batch(const char *topic, int max)
 	b->max = max;
 	b->takes = MemoryContextAlloc(TopTransactionContext, sizeof(AwTake) * max);
 	b->outcomes = MemoryContextAlloc(TopTransactionContext, sizeof(AwTakeOutcome) * max);
+	b->skip = aw_xact_will_forget;
 	aw_new_record(AW_REC_TAKE, NULL)->batch = b;
 	return b;
 }
@@ -293,6 +294,34 @@ aw_xact_record_forget(const char *key)
 
 	if (generation != 0)
 		aw_new_record(AW_REC_FORGET, key)->generation = generation;
+}
+
+/*
+ * Will this transaction forget the entry of key at commit?  Then it has
+ * settled the row (complete, fail, dead_letter, or a claim of a parked
+ * row), so the entry is no candidate for a re-offer of this transaction:
+ * the row's compare-and-set would meet this transaction's own write and
+ * drop the entry as stale, and a rollback would then leave the row parked
+ * with no entry.  A take calls this under the set lock: it never raises.
+ */
+bool
+aw_xact_will_forget(const char *key)
+{
+	AwLevel    *l;
+
+	for (l = aw_level; l != NULL; l = l->parent)
+	{
+		dlist_iter	iter;
+
+		dlist_foreach(iter, &l->records)
+		{
+			AwRecord   *r = dlist_container(AwRecord, node, iter.cur);
+
+			if (r->kind == AW_REC_FORGET && strcmp(r->key, key) == 0)
+				return true;
+		}
+	}
+	return false;
 }
 
 /* The per-topic sum of a kind in a level's hash, made if missing. */

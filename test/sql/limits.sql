@@ -67,6 +67,23 @@ SELECT err($$SELECT * FROM aion_wake.complete('lim5', NULL, next_rows => 1000001
 SELECT err($$SELECT * FROM aion_wake.complete('lim5', NULL, next_rows => NULL)$$);
 SELECT err($$SELECT * FROM aion_wake.park('lim5', '1 hour', NULL, 1, lease => '-1 s')$$);
 
+-- the hand-off never spends the freed slot on the settled row's own park:
+-- a parked row whose token still matches is failed (then completed) with
+-- next_rows; the next park is taken, and after a rollback both parks are
+-- still in the set, confirmed
+SELECT count(aion_wake.enqueue('own' || g, '{}', 'own')) FROM generate_series(1, 2) g;
+SELECT count(*) FROM aion_wake.claim('own', 2);
+SELECT lease_token AS tok1 FROM aion_wake.outbox WHERE dispatch_key = 'own1' \gset
+SELECT lease_token AS tok2 FROM aion_wake.outbox WHERE dispatch_key = 'own2' \gset
+SELECT aion_wake.park('own1', '1 hour', :tok1);
+SELECT aion_wake.park('own2', '1 hour', :tok2);
+BEGIN;
+SELECT dispatch_key, attempt FROM aion_wake.fail('own1', 'x', '1 hour', :tok1, next_rows => 1);
+ROLLBACK;
+SELECT dispatch_key, state FROM aion_wake.parked WHERE topic = 'own' ORDER BY 1;
+SELECT dispatch_key, attempt FROM aion_wake.complete('own1', :tok1, next_rows => 1);
+SELECT count(*) AS left_in_set FROM aion_wake.parked WHERE topic = 'own';
+
 -- removing the limit: the topic is unlimited, in_flight is null
 SELECT aion_wake.set_limit('lim', NULL);
 SELECT count(*) FROM aion_wake.limits;
