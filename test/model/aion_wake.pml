@@ -36,8 +36,7 @@
  * callback (confirm, abandon, forget) is a later step, as in PostgreSQL
  * (CallXactCallbacks runs after ProcArrayEndTransaction).
  *
- * The model follows the code as of commit 8293a0a (src/ has not changed
- * since), which has the fixes of the findings F1-F7 this model made
+ * The model follows the code as of commit 48c0d86, which has the fixes of the findings F1-F7 this model made
  * (README.md): a forget removes only the entry of the generation its
  * statement saw under the row lock (F1); a re-offer that finds its row
  * locked keeps the slot on the entry, now DUE with a retry time (F2); a
@@ -48,6 +47,20 @@
  * committed pulse() is handed to a claimer blocked on the topic rather than
  * waking the worker, and a claimer that leaves with the topic's work
  * unspent wakes the worker: that is modelled with WAITER (below).
+ *
+ * Since issue 17 (the zero-gap hand-off) a claimer spends a pulse handed
+ * to it, and complete()/fail() with next_rows the slot their settle
+ * frees, inside the claim: aw_claim_spend() runs claiming rounds of
+ * aw_reoffer_step() (r.claim set, slot_cap, own_slots) that take the
+ * topic's due and oldest CONFIRMED entries under the set lock (never a
+ * pending one; aw_take_topic marks pending entries woken and makes credit
+ * only in a plain round) and move each row straight from its parked fence
+ * to a lease for the caller in one compare-and-set UPDATE (aw_cas_plan
+ * with claim; aw_claim_parked_row), settled at once (aw_set_settle) and,
+ * if the transaction rolls back, undone (aw_set_undo_take).  The model's
+ * claimer does this, and with NEXT_ROWS so does dispatcher 1.  It found
+ * F9, F10 and F11 in that code (README.md, "The direct hand-off"); the
+ * options FIX_F9, FIX_F10, FIX_F11 are the fixes it proposes.
  *
  * Options (spin -D...):
  *   NR=2          two rows instead of one (a much larger state space)
@@ -61,12 +74,26 @@
  *                 latch: a committed pulse() and a confirm that makes an
  *                 entry due are handed to the claimer if it is queued
  *                 (aw_waiters_wake), else wake the worker; the claimer
- *                 spends the slots with the worker's own round
- *                 (reoffer_round, as aw_claim_probe calls
- *                 aw_reoffer_round), or leaves without (cancelled after the
+ *                 spends a slot by claiming the oldest confirmed park
+ *                 straight from its fence (aw_claim_probe ->
+ *                 aw_claim_once -> aw_claim_spend, a claiming
+ *                 reoffer_round), or leaves without (cancelled after the
  *                 wake, or it found a row mid-probe), and aw_waiter_leave
  *                 then wakes the worker if the topic has work.  run.sh
- *                 checks it with NPULSE=1 MAXOPS1=2 (10 M states).
+ *                 checks it with NPULSE=1 MAXOPS1=2 FIX_F9 (11 M states).
+ *   NEXT_ROWS     dispatcher 1 may also call complete(another row,
+ *                 next_rows => 1) (a row outside the model, whose freed
+ *                 slot is spent on the oldest confirmed park, claimed
+ *                 straight from its fence: aw_claim_next with
+ *                 spend_parked), and its fail() may carry next_rows => 1
+ *                 (the same, after the fail in the same statement)
+ *   FIX_F9        a claimer whose probe found nothing wakes the worker if
+ *                 the topic still has work (slots its claiming round left
+ *                 on the counter)
+ *   FIX_F10       a take of a row the taker's own transaction wrote counts
+ *                 as locked (the entry stays, DUE), not stale (dropped)
+ *   FIX_F11       aw_set_undo_take replaces an entry of another fence that
+ *                 is not pending, where the code keeps any entry it finds
  * Mutants, each must be rejected:
  *   MUTANT_M1     park() enters the set as CONFIRMED before its fence
  *                 commits (no pending state)
@@ -86,6 +113,11 @@
  *   MUTANT_M7     (with WAITER) a claimer that leaves does not wake the
  *                 worker when the topic still has work (the hand-off of
  *                 ac5398d without the hook it added to aw_waiter_leave)
+ *   MUTANT_M8     a claiming round (the hand-off, settle-and-take) also
+ *                 takes PENDING entries: it hands out a park that may not
+ *                 have committed
+ *   MUTANT_M9     a claiming round's UPDATE does not compare the parked
+ *                 fence (nor parked_at, nor that the fence is ahead)
  *
  * Copyright (c) 2026, aion_wake authors
  */
@@ -123,8 +155,14 @@
 #define WORKER  3
 #define WAITER_H 4
 
-/* who runs a re-offer round: the worker (0) or, with WAITER, a blocked claimer (1) */
-#ifdef WAITER
+/*
+ * who runs a re-offer round: the worker (0), with WAITER a blocked claimer
+ * (1), with NEXT_ROWS dispatcher 1's settle-and-take (2)
+ */
+#define TD      2
+#if defined(NEXT_ROWS)
+#define NT      3
+#elif defined(WAITER)
 #define NT      2
 #else
 #define NT      1
@@ -235,11 +273,14 @@ byte pulses = 0;
 #define holds_slot(r)     ((e_state[r] == PENDING && e_woken[r]) || e_state[r] == DUE)
 
 /* does a take of row r refer to version (generation) x? */
-#ifdef WAITER
+#define TK_REF1(t, r, a, x) (tk_valid[TK(t, r)] && x == a[TK(t, r)])
+#if NT == 3
 #define TK_REFS(r, a, x) \
-	((tk_valid[TK(0, r)] && x == a[TK(0, r)]) || (tk_valid[TK(1, r)] && x == a[TK(1, r)]))
+	(TK_REF1(0, r, a, x) || TK_REF1(1, r, a, x) || TK_REF1(2, r, a, x))
+#elif NT == 2
+#define TK_REFS(r, a, x) (TK_REF1(0, r, a, x) || TK_REF1(1, r, a, x))
 #else
-#define TK_REFS(r, a, x) (tk_valid[r] && x == a[r])
+#define TK_REFS(r, a, x) TK_REF1(0, r, a, x)
 #endif
 
 /* is version v of row r referred to by anything? */
@@ -592,8 +633,21 @@ inline take_one(t, who, r)
 #define pfirst_row 0
 #endif
 
-/* aw_take_topic(), by taker t (the worker, for a topic on the work list) */
-inline take_topic(t, who)
+/*
+ * aw_take_topic(), by taker t.  cap == 0: a plain round (the worker, for a
+ * topic on the work list): every slot of the topic is spent, on due
+ * entries, confirmed entries, pending ones (woken) and as credit.  cap > 0:
+ * a claiming round (issue 17: aw_claim_spend() sets slot_cap and own_slots
+ * of aw_reoffer_step(); a claimer handed a pulse, or complete()/fail() with
+ * next_rows spending the slot its settle freed): at most cap slots, the
+ * caller's own first (own: the freed slot, not a pulse slot of the
+ * counter), on due and CONFIRMED entries only; steps 2 and 3 (woken mark,
+ * credit) are for plain rounds only ("only a plain round does"), so slots
+ * not used stay on the counter, and an own slot not used is not a pulse
+ * slot (the caller then claims a visible row, or records a pulse at commit:
+ * left out).  A pending entry is never taken (G3).
+ */
+inline take_topic(t, who, cap, own)
 {
 	n = 0;
 	/*
@@ -603,6 +657,7 @@ inline take_topic(t, who)
 	 */
 	for (i : 0 .. NR - 1) {
 		if
+		:: cap != 0 && n >= cap -> skip
 		:: e_state[i] == DUE && e_ft[i] <= now ->
 			printf("MSC: %c due entry of row %d: fence passed, its slot back to the counter\n", who, i);
 			entry_remove(i, true)
@@ -610,59 +665,81 @@ inline take_topic(t, who)
 		:: else -> skip
 		fi
 	}
-	k = slots;
-	printf("MSC: %c spend %d slot(s)\n", who, k);
+	/* the slots for confirmed entries: own first (own), then the counter's (k in all) */
+	if
+	:: cap == 0 -> o = 0; k = slots
+	:: else ->
+		o = (own < cap - n -> own : cap - n);
+		k = o + (slots < cap - n - o -> slots : cap - n - o)
+	fi;
+	u = 0;
+	printf("MSC: %c spend %d slot(s) (%d own)\n", who, k, o);
 	/* 1. confirmed entries, oldest park first */
 	f = first_row;
 	for (j : 0 .. NR - 1) {
 		i = (f + j) % NR;
 		if
-		:: k == 0 -> break
+		:: u == k -> break
 		:: else -> skip
 		fi;
 		if
 		:: e_state[i] == CONFIRMED && !skipped(i) ->
 			if
 			:: e_ft[i] <= now -> entry_remove(i, false)    /* fence passed: no slot needed */
-			:: else -> take_one(t, who, i); k--
+			:: else -> take_one(t, who, i); u++
 			fi
+#ifdef MUTANT_M8
+		:: cap != 0 && e_state[i] == PENDING ->
+			/* M8: the hand-off takes a pending entry (its park may not have committed) */
+			printf("MSC: %c takes the PENDING entry of row %d (M8)\n", who, i);
+			take_one(t, who, i); u++
+#endif
 		:: else -> skip
 		fi
 	}
+	/* an own slot used is a live slot from now on (the take holds it) */
+	g_live = g_live + (u < o -> u : o);
+	if
+	:: cap == 0 ->
+		k = k - u;
 #ifndef MUTANT_M3
-	/* 2. slots left: mark pending parks woken, oldest first */
-	f = pfirst_row;
-	for (j : 0 .. NR - 1) {
-		i = (f + j) % NR;
+		/* 2. slots left: mark pending parks woken, oldest first */
+		f = pfirst_row;
+		for (j : 0 .. NR - 1) {
+			i = (f + j) % NR;
+			if
+			:: k == 0 -> break
+			:: else -> skip
+			fi;
+			if
+			:: e_state[i] == PENDING && !e_woken[i] ->
+				e_woken[i] = true; k--;
+				printf("MSC: %c mark the pending entry of row %d woken\n", who, i)
+			:: else -> skip
+			fi
+		}
+		/* 3. slots still left become a short-lived credit */
 		if
-		:: k == 0 -> break
+		:: k > 0 ->
+			credit = credit + k;
+			credit_until = now + CREDIT;
+			printf("MSC: %c %d slot(s) become credit\n", who, k)
 		:: else -> skip
 		fi;
-		if
-		:: e_state[i] == PENDING && !e_woken[i] ->
-			e_woken[i] = true; k--;
-			printf("MSC: %c mark the pending entry of row %d woken\n", who, i)
-		:: else -> skip
-		fi
-	}
-	/* 3. slots still left become a short-lived credit */
-	if
-	:: k > 0 ->
-		credit = credit + k;
-		credit_until = now + CREDIT;
-		printf("MSC: %c %d slot(s) become credit\n", who, k)
-	:: else -> skip
-	fi;
 #else
-	if
-	:: k > 0 -> printf("MSC: %c %d slot(s) dropped (M3)\n", who, k)
-	:: else -> skip
-	fi;
+		if
+		:: k > 0 -> printf("MSC: %c %d slot(s) dropped (M3)\n", who, k)
+		:: else -> skip
+		fi;
 #endif
-	i = 0; j = 0; f = 0; k = 0;
-	slots = 0;
+		slots = 0
+	:: else ->
+		/* t->slots -= used - own: the counter's slots not used stay there */
+		slots = slots - (u > o -> u - o : 0)
+	fi;
+	i = 0; j = 0; f = 0; k = 0; u = 0; o = 0;
 	/* due entries waiting to be retried keep the topic on the work list */
-	in_work = any_row(is_due)
+	in_work = in_work && (slots > 0 || any_row(is_due))
 }
 
 /* ------------------------------------------------------------------
@@ -708,6 +785,220 @@ end:	do
 	od
 }
 
+/*
+ * aw_reoffer_step() rounds, by taker t holding rows as holder (who: 'W' the
+ * worker, 'Q' the blocked claimer, 'D' a dispatcher's settle-and-take;
+ * onlist: the worker takes only a topic on the work list, a claimer names
+ * its topic): take under the set lock, the compare-and-set UPDATE (row by
+ * row, skipping rows others lock), the SELECT that tells locked rows from
+ * stale ones, settle under the set lock; again until a take finds nothing.
+ *
+ * claimer == 0: a plain round (aw_reoffer_round, the worker): the UPDATE
+ * pulls the fence forward to now.  claimer != 0: a claiming round (issue
+ * 17, aw_claim_spend(): r.claim set, slot_cap cap0, own_slots own0): the
+ * same compare-and-set (visible_after = the fence it took, still ahead,
+ * parked_at IS NOT NULL, SKIP LOCKED) moves the row straight from its
+ * parked fence to a lease for claimer (aw_cas_plan(true): visible_after =
+ * leased_until = the lease end, a new lease_token), and the row is the
+ * caller's (aw_claim_parked_row); the rounds end once cap0 rows moved
+ * (r->slot_cap reaches 0), and the own slots go to the first round only.
+ * The rows it moved stay locked by the caller's transaction until its
+ * COMMIT (commit_round()) or ROLLBACK.  A row the caller's own transaction
+ * wrote earlier (fail() with next_rows) is seen as that write: no longer
+ * parked at its fence, so stale.
+ */
+inline reoffer_round(t, holder, who, onlist, claimer, cap0, own0)
+{
+	rc = cap0; ro = own0;
+	do
+	:: d_step {
+		/* aw_set_take() */
+		if
+		:: onlist -> take_topic(t, who, rc, ro)
+		:: else -> n = 0
+		fi;
+		ro = 0
+	   };
+		if
+		:: n == 0 -> break
+		:: else -> skip
+		fi;
+		/* aw_reoffer_execute(): the compare-and-set UPDATE, row by row */
+		for (i : 0 .. NR - 1) {
+			d_step {
+				if
+				:: tk_valid[TK(t, i)] && lockr[i] == holder ->
+					printf("MSC: %c CAS row %d: its own write (v%d, not parked): no match\n", who, i, u_ver[i])
+				:: tk_valid[TK(t, i)] && lockr[i] != 0 && lockr[i] != holder ->
+					printf("MSC: %c CAS row %d: locked by %c%d, skipped\n", who, i,
+					       (lockr[i] == WAITER_H -> 'Q' : (lockr[i] == WORKER -> 'W' : 'D')), lockr[i])
+#ifdef MUTANT_M2
+				:: tk_valid[TK(t, i)] && lockr[i] == 0 ->
+#elif defined(MUTANT_M9)
+				:: tk_valid[TK(t, i)] && lockr[i] == 0 &&
+				   (claimer != 0 || (c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now)) ->
+					/* M9: the claiming UPDATE does not compare the parked fence */
+#else
+				:: tk_valid[TK(t, i)] && lockr[i] == 0 && c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now ->
+#endif
+					printf("MSC: %c CAS row %d: moves v%d (it took v%d; 0 to now, else a lease for %d)\n",
+					       who, i, c_ver[i], tk_ver[TK(t, i)], claimer);
+					/* G3: only the committed fence it parked, still ahead, no other writer */
+					assert(lockr[i] == 0 && c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now);
+					lockr[i] = holder;
+					new_ver(i, tmp); u_ver[i] = tmp; tmp = 0;
+					u_parked[i] = false;
+					if
+					:: claimer != 0 -> u_ft[i] = now + LEASE; u_tok[i] = claimer
+					:: else -> u_ft[i] = now; u_tok[i] = c_tok[i]
+					fi;
+					tk_out[TK(t, i)] = O_MOVED
+				:: tk_valid[TK(t, i)] -> printf("MSC: %c CAS row %d: fence changed or passed, no match\n", who, i)
+				:: else -> skip
+				fi
+			}
+		}
+		i = 0;
+		/* rows not moved but still parked at their fence were locked */
+		for (i : 0 .. NR - 1) {
+			d_step {
+				if
+				:: tk_valid[TK(t, i)] && tk_out[TK(t, i)] == O_NONE ->
+					if
+#ifndef FIX_F10
+					:: lockr[i] != holder && c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now ->
+#else
+					/*
+					 * F10's fix: a row the caller's own transaction wrote
+					 * counts as locked, so its entry stays (DUE, with the
+					 * slot) for a rollback; a commit's forget removes it
+					 */
+					:: c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now ->
+#endif
+						tk_out[TK(t, i)] = O_LOCKED
+					:: else -> tk_out[TK(t, i)] = O_STALE
+					fi
+				:: else -> skip
+				fi
+			}
+		}
+		i = 0;
+		/* aw_set_settle(); a slot given back or a retry wakes the worker */
+		d_step {
+			for (i : 0 .. NR - 1) {
+				if
+				:: tk_valid[TK(t, i)] ->
+					if
+					:: tk_out[TK(t, i)] == O_MOVED ->
+						g_live--;
+						mv = mv | (1 << i);
+						if
+						:: rc > 0 -> rc--
+						:: else -> skip
+						fi;
+						if
+						:: e_state[i] == INFLIGHT && e_gen[i] == tk_gen[TK(t, i)] -> entry_remove(i, false)
+						:: else -> skip
+						fi;
+						printf("MSC: %c settle row %d: moved, entry gone\n", who, i)
+					:: tk_out[TK(t, i)] == O_LOCKED && e_state[i] == INFLIGHT && e_gen[i] == tk_gen[TK(t, i)] ->
+#ifndef MUTANT_M4
+						/* the entry keeps its slot: DUE, retried at retry_at */
+						e_state[i] = DUE; e_retry[i] = true; in_work = true; WAKE_WORKER;
+						printf("MSC: %c settle row %d: locked: the entry keeps its slot, due for a retry\n", who, i)
+#else
+						/* M4 (the old code): the slot goes back, the round skips the entry */
+						give_back_slot(); WAKE_WORKER;
+						e_skip[i] = true; e_state[i] = CONFIRMED;
+						printf("MSC: %c settle row %d: locked: slot back to the counter, entry confirmed, skipped this round (M4)\n", who, i)
+#endif
+					:: else ->
+						give_back_slot(); WAKE_WORKER;
+						if
+						:: e_state[i] == INFLIGHT && e_gen[i] == tk_gen[TK(t, i)] ->
+							entry_remove(i, false);
+							printf("MSC: %c settle row %d: stale: slot back to the counter, entry dropped\n", who, i)
+						:: else ->
+							printf("MSC: %c settle row %d: not moved, entry replaced meanwhile: slot back to the counter\n", who, i)
+						fi
+					fi;
+					tk_valid[TK(t, i)] = false;
+					tk_gen[TK(t, i)] = 0; tk_ver[TK(t, i)] = 0; tk_out[TK(t, i)] = O_NONE
+				:: else -> skip
+				fi
+			}
+			i = 0
+		};
+		/* a claiming round is done once it moved cap0 rows (r->slot_cap) */
+		if
+		:: cap0 != 0 && rc == 0 -> break
+		:: else -> skip
+		fi
+	od;
+	rc = 0; ro = 0
+}
+
+/* COMMIT of the transaction that ran rounds: the rows it moved become visible (or leased) */
+inline commit_round(holder, who)
+{
+	for (i : 0 .. NR - 1) {
+		if
+		:: lockr[i] == holder ->
+			printf("MSC: %c COMMIT: row %d moved (v%d, fence %d)\n", who, i, u_ver[i], u_ft[i]);
+			commit_row(i)
+		:: else -> skip
+		fi
+	}
+	i = 0;
+	mv = 0
+}
+
+/*
+ * ROLLBACK of a transaction whose claiming rounds moved rows (mv): the rows
+ * stay parked at the fence the round took, their locks released; then the
+ * ABORT callback, aw_set_undo_take() (src/xact.c), enters each moved row's
+ * entry again, DUE and holding a slot, unless the key has an entry (a newer
+ * park).  One step here: between the two nothing can take the row (it has
+ * no entry), and a park or claim of it in between ends as it does after.
+ */
+inline undo_round(holder, who)
+{
+	for (i : 0 .. NR - 1) {
+		if
+		:: lockr[i] == holder && (mv & (1 << i)) != 0 ->
+			printf("MSC: %c ROLLBACK: row %d stays parked at v%d\n", who, i, c_ver[i]);
+			release_row(i);
+#ifdef FIX_F11
+			/*
+			 * F11's fix: only a pending entry is a newer park; an entry of
+			 * another fence (an older one put back meanwhile by a late
+			 * abandon) is replaced, a slot it holds back to the counter (an
+			 * in-flight one: its taker's settle then finds it replaced)
+			 */
+			if
+			:: e_state[i] != NONE && e_state[i] != PENDING && e_ver[i] != c_ver[i] -> entry_remove(i, true)
+			:: else -> skip
+			fi;
+#endif
+			if
+			:: e_state[i] == NONE ->
+				new_gen(i, tmp); e_gen[i] = tmp; tmp = 0;
+				e_state[i] = DUE; e_ver[i] = c_ver[i]; e_ft[i] = c_ft[i];
+				e_woken[i] = false; e_owner[i] = 0; e_retry[i] = false;
+				clear_skip(i);
+#if NR == 2
+				new_seq(i, c_pat[i]);
+#endif
+				g_live++; in_work = true; WAKE_WORKER;
+				printf("MSC: %c set: undo the take of row %d: entry due (holds a slot)\n", who, i)
+			:: else -> skip
+			fi
+		:: else -> skip
+		fi
+	}
+	i = 0; mv = 0
+}
+
 #if NR == 2
 #define pick_row(cond) \
 	if \
@@ -741,6 +1032,18 @@ proctype dispatcher(byte d; byte maxops)
 	byte r = 0;
 	byte tmp = 0;
 	bool inherit = false;
+#ifdef NEXT_ROWS
+	byte n = 0;     /* the settle-and-take's claiming rounds, as the worker's */
+	byte k = 0;
+	byte i = 0;
+	byte j = 0;
+	byte f = 0;
+	byte u = 0;
+	byte o = 0;
+	byte rc = 0;
+	byte ro = 0;
+	byte mv = 0;
+#endif
 #ifdef WAITER
 	bool hand = false;      /* the confirm made the entry due: hand_or_wake() */
 #endif
@@ -868,10 +1171,28 @@ end:	do
 			u_tok[r] = d;
 			printf("MSC: D%d fail row %d: writes v%d (uncommitted)\n", d, r, u_ver[r])
 		   };
+#ifdef NEXT_ROWS
+			/*
+			 * fail(..., next_rows => 1) (also complete, dead_letter):
+			 * aw_claim_next(spend_parked) in the same statement spends the
+			 * slot the settle freed (own_slots 1, slot_cap 1) on the oldest
+			 * confirmed park, claimed straight from its fence
+			 */
+			if
+			:: d == 1 ->
+				printf("MSC: D%d ... with next_rows => 1: its freed slot\n", d);
+				reoffer_round(TD, d, 'D', true, d, 1, 1)
+			:: true -> skip
+			fi;
+#endif
 			if
 			:: d_step {
 				printf("MSC: D%d COMMIT fail: row %d at v%d\n", d, r, u_ver[r]);
-				commit_row(r)
+				commit_row(r);
+#ifdef NEXT_ROWS
+				commit_round(d, 'D');
+#endif
+				skip
 			   };
 				d_step {
 					set_forget(r, d);
@@ -880,135 +1201,46 @@ end:	do
 			:: d_step {
 				printf("MSC: D%d ROLLBACK fail: row %d stays at v%d\n", d, r, c_ver[r]);
 				release_row(r);
+#ifdef NEXT_ROWS
+				undo_round(d, 'D');
+#endif
 				d_fgen[d] = 0; d_row[d] = 0; busy[d] = false; r = 0
 			   }
 			fi
+#ifdef NEXT_ROWS
+		:: d == 1 ->
+			/*
+			 * complete(key, token, next_rows => 1) of a row of the topic
+			 * outside the model (src/outbox.c, aw_claim_next with
+			 * spend_parked): the slot its settle freed goes to the topic's
+			 * oldest confirmed park, claimed straight from its fence, in
+			 * the same statement and transaction (aw_claim_spend); if it
+			 * claims nothing the code takes a visible row or records a
+			 * pulse of one slot at commit (left out: a slot fewer only
+			 * makes a stranded row easier to find)
+			 */
+			d_step {
+				ops++; busy[d] = true;
+				printf("MSC: D%d complete(another row, next_rows => 1): its freed slot\n", d)
+			};
+			reoffer_round(TD, d, 'D', true, d, 1, 1);
+			if
+			:: d_step {
+				printf("MSC: D%d COMMIT complete\n", d);
+				commit_round(d, 'D');
+				busy[d] = false
+			   }
+			:: d_step {
+				printf("MSC: D%d ROLLBACK complete\n", d);
+				undo_round(d, 'D');
+				busy[d] = false
+			   }
+			fi
+#endif
 		:: break
 		fi
 	:: ops >= maxops -> break
 	od
-}
-
-/*
- * aw_reoffer_round(), by taker t holding rows as holder (who: 'W' the
- * worker, 'Q' the blocked claimer; onlist: the worker takes only a topic on
- * the work list, a claimer names its topic): take under the set lock, the
- * compare-and-set UPDATE (row by row, skipping locked rows), the SELECT
- * that tells locked rows from stale ones, settle under the set lock; again
- * until a take finds nothing.  The rows it moved stay locked by the
- * caller's transaction until commit_round().
- */
-inline reoffer_round(t, holder, who, onlist)
-{
-	do
-	:: d_step {
-		/* aw_set_take() */
-		if
-		:: onlist -> take_topic(t, who)
-		:: else -> n = 0
-		fi
-	   };
-		if
-		:: n == 0 -> break
-		:: else -> skip
-		fi;
-		/* aw_reoffer_execute(): the compare-and-set UPDATE, row by row */
-		for (i : 0 .. NR - 1) {
-			d_step {
-				if
-				:: tk_valid[TK(t, i)] && lockr[i] != 0 ->
-					printf("MSC: %c CAS row %d: locked by %c%d, skipped\n", who, i,
-					       (lockr[i] == WAITER_H -> 'Q' : (lockr[i] == WORKER -> 'W' : 'D')), lockr[i])
-#ifdef MUTANT_M2
-				:: tk_valid[TK(t, i)] && lockr[i] == 0 ->
-#else
-				:: tk_valid[TK(t, i)] && lockr[i] == 0 && c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now ->
-#endif
-					printf("MSC: %c CAS row %d: moves v%d (it took v%d)\n", who, i, c_ver[i], tk_ver[TK(t, i)]);
-					/* G3: only the committed fence it parked, still ahead, no other writer */
-					assert(lockr[i] == 0 && c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now);
-					lockr[i] = holder;
-					new_ver(i, tmp); u_ver[i] = tmp; tmp = 0;
-					u_ft[i] = now;
-					u_parked[i] = false;
-					u_tok[i] = c_tok[i];
-					tk_out[TK(t, i)] = O_MOVED
-				:: tk_valid[TK(t, i)] -> printf("MSC: %c CAS row %d: fence changed or passed, no match\n", who, i)
-				:: else -> skip
-				fi
-			}
-		}
-		i = 0;
-		/* rows not moved but still parked at their fence were locked */
-		for (i : 0 .. NR - 1) {
-			d_step {
-				if
-				:: tk_valid[TK(t, i)] && tk_out[TK(t, i)] == O_NONE ->
-					if
-					:: c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now -> tk_out[TK(t, i)] = O_LOCKED
-					:: else -> tk_out[TK(t, i)] = O_STALE
-					fi
-				:: else -> skip
-				fi
-			}
-		}
-		i = 0;
-		/* aw_set_settle(); a slot given back or a retry wakes the worker */
-		d_step {
-			for (i : 0 .. NR - 1) {
-				if
-				:: tk_valid[TK(t, i)] ->
-					if
-					:: tk_out[TK(t, i)] == O_MOVED ->
-						g_live--;
-						if
-						:: e_state[i] == INFLIGHT && e_gen[i] == tk_gen[TK(t, i)] -> entry_remove(i, false)
-						:: else -> skip
-						fi;
-						printf("MSC: %c settle row %d: moved, entry gone\n", who, i)
-					:: tk_out[TK(t, i)] == O_LOCKED && e_state[i] == INFLIGHT && e_gen[i] == tk_gen[TK(t, i)] ->
-#ifndef MUTANT_M4
-						/* the entry keeps its slot: DUE, retried at retry_at */
-						e_state[i] = DUE; e_retry[i] = true; in_work = true; WAKE_WORKER;
-						printf("MSC: %c settle row %d: locked: the entry keeps its slot, due for a retry\n", who, i)
-#else
-						/* M4 (the old code): the slot goes back, the round skips the entry */
-						give_back_slot(); WAKE_WORKER;
-						e_skip[i] = true; e_state[i] = CONFIRMED;
-						printf("MSC: %c settle row %d: locked: slot back to the counter, entry confirmed, skipped this round (M4)\n", who, i)
-#endif
-					:: else ->
-						give_back_slot(); WAKE_WORKER;
-						if
-						:: e_state[i] == INFLIGHT && e_gen[i] == tk_gen[TK(t, i)] ->
-							entry_remove(i, false);
-							printf("MSC: %c settle row %d: stale: slot back to the counter, entry dropped\n", who, i)
-						:: else ->
-							printf("MSC: %c settle row %d: not moved, entry replaced meanwhile: slot back to the counter\n", who, i)
-						fi
-					fi;
-					tk_valid[TK(t, i)] = false;
-					tk_gen[TK(t, i)] = 0; tk_ver[TK(t, i)] = 0; tk_out[TK(t, i)] = O_NONE
-				:: else -> skip
-				fi
-			}
-			i = 0
-		}
-	od
-}
-
-/* COMMIT of the transaction that ran a round: the rows it moved become visible */
-inline commit_round(holder, who)
-{
-	for (i : 0 .. NR - 1) {
-		if
-		:: lockr[i] == holder ->
-			printf("MSC: %c COMMIT: row %d re-offered (v%d, visible)\n", who, i, u_ver[i]);
-			commit_row(i)
-		:: else -> skip
-		fi
-	}
-	i = 0
 }
 
 /* the worker's round: its topic is on the work list, and it has work */
@@ -1034,6 +1266,11 @@ active proctype worker()
 	byte j = 0;
 	byte f = 0;
 	byte tmp = 0;
+	byte u = 0;     /* take_topic: slots used, own slots */
+	byte o = 0;
+	byte rc = 0;    /* reoffer_round: slot_cap left, own_slots, rows moved */
+	byte ro = 0;
+	byte mv = 0;
 
 end:	do
 	:: d_step {
@@ -1054,7 +1291,7 @@ end:	do
 #endif
 		i = 0
 	   };
-		reoffer_round(0, WORKER, 'W', in_work);
+		reoffer_round(0, WORKER, 'W', in_work, 0, 0, 0);
 		skip;   /* spin: a break may not jump straight into a d_step */
 		/* COMMIT of the round: the rows it moved become visible */
 		d_step {
@@ -1116,18 +1353,25 @@ end:	do
  * WAITER: one claim(wait => ...) blocked on the topic (src/outbox.c
  * aw_claim_wait, src/waiters.c).  It registers (queued), then repeats:
  * ResetLatch and aw_waiter_rearm() (queued again, not ready); the probe,
- * aw_claim_probe(): if the topic has work (aw_set_topic_has_work: slots or
- * due entries), the same aw_reoffer_round() as the worker, for its topic,
- * in its own (sub)transaction; then aw_claim_once(), which finds the rows
- * the round moved, or (nondeterministically) some other row of the topic;
+ * aw_claim_probe() -> aw_claim_once(): if the topic has work
+ * (aw_set_topic_has_work: slots or due entries), aw_claim_spend() (issue
+ * 17, the direct hand-off): claiming rounds of aw_reoffer_step() with
+ * slot_cap = max_rows = 1, each taking the topic's due, then oldest
+ * CONFIRMED entry under the set lock and moving its row straight from the
+ * parked fence to a lease for this claimer in one compare-and-set UPDATE
+ * (aw_claim_parked_row), settled at once (aw_set_settle), in the claim's
+ * own (sub)transaction; no re-offer transaction before the claim.  Slots
+ * it does not use stay on the counter.  Then the claim of visible rows,
+ * modelled as (nondeterministically) some other row of the topic;
  * if it found nothing, sleep until a wake makes it ready, or give up
  * (cancel, statement_timeout, the wait's end: at any moment while it
  * sleeps, also after a wake and before its probe).  Then
  * aw_waiter_leave(): off the queue, unregistered, a wake it holds passed
  * to the next waiter (there is none here); then, without a waiter to pass
  * it to, if the topic has work, wake the worker (MUTANT_M7: it does not).
- * Then its transaction commits: the rows its round moved become visible
- * (claiming them is left out: the rows are then simply not parked).
+ * Then its transaction commits: the row it claimed is leased to it (the
+ * lease token WAITER_H, which no dispatcher holds: without NULL_TOKEN the
+ * row is claimable again only when its lease passes).
  */
 active proctype waiter()
 {
@@ -1137,6 +1381,11 @@ active proctype waiter()
 	byte j = 0;
 	byte f = 0;
 	byte tmp = 0;
+	byte u = 0;     /* take_topic: slots used, own slots */
+	byte o = 0;
+	byte rc = 0;    /* reoffer_round: slot_cap left, own_slots, rows moved */
+	byte ro = 0;
+	byte mv = 0;
 
 	/* aw_waiter_register() */
 	d_step {
@@ -1151,7 +1400,7 @@ active proctype waiter()
 	   };
 		/* aw_claim_probe(): aw_set_topic_has_work(), then the round */
 		if
-		:: (slots > 0 || any_row(is_due)) -> reoffer_round(1, WAITER_H, 'Q', true)
+		:: (slots > 0 || any_row(is_due)) -> reoffer_round(1, WAITER_H, 'Q', true, WAITER_H, 1, 0)
 		:: else -> skip
 		fi;
 		/* aw_claim_once(): the rows it moved, or another row */
@@ -1169,6 +1418,16 @@ active proctype waiter()
 		   -> d_step {
 				/* found nothing: the subtransaction rolls back; WaitLatch() */
 				q_busy = false;
+#ifdef FIX_F9
+				/*
+				 * F9's fix: slots its claiming rounds left on the counter
+				 * (they never mark pending entries woken) go to the worker
+				 */
+				if
+				:: slots > 0 || any_row(is_due) -> WAKE_WORKER; printf("MSC: Q the topic has work: wake the worker (FIX_F9)\n")
+				:: else -> skip
+				fi;
+#endif
 				printf("MSC: Q found nothing, sleeps\n")
 			   };
 			if
@@ -1213,10 +1472,13 @@ active proctype waiter()
 #define sum_rows(x) (x(0))
 #endif
 #define slot_held(r)     (holds_slot(r) -> 1 : 0)
-#ifdef WAITER
-#define taken(r)         ((tk_valid[TK(0, r)] -> 1 : 0) + (tk_valid[TK(1, r)] -> 1 : 0))
+#define taken1(t, r)     (tk_valid[TK(t, r)] -> 1 : 0)
+#if NT == 3
+#define taken(r)         (taken1(0, r) + taken1(1, r) + taken1(2, r))
+#elif NT == 2
+#define taken(r)         (taken1(0, r) + taken1(1, r))
 #else
-#define taken(r)         (tk_valid[r] -> 1 : 0)
+#define taken(r)         taken1(0, r)
 #endif
 #define parked_ahead(r)  (c_parked[r] && c_ft[r] > now)
 

@@ -15,7 +15,15 @@
 #   4. mutants M1..M7 (on top of 1; M5 and M6 without a lease_token, where
 #      F7 and F6 were found; M7 on top of 3) -> each must be rejected, by
 #                                                  the property it breaks
-# With --full also: two rows and a two-slot pulse (about 20 s, 700 MB).
+#   5. the direct hand-off of issue 17 (README: "The direct hand-off"): the
+#      claimer of 3 and complete()/fail() with next_rows (-DNEXT_ROWS)
+#      claim a parked row straight from its fence; they must hold with the
+#      fixes of F9 and F10 (-DFIX_F9, -DFIX_F10), the code as is must be
+#      rejected (findings F9, F10; F11 with --full), and mutants M8, M9
+#      must be rejected
+# With --full also: two rows and a two-slot pulse (about 20 s, 700 MB), and
+# settle-and-take over two rows, finding F11 and its fix without a
+# lease_token (about 70 s more, 1 GB).
 #
 # A failing check prints the shortest counterexample, condensed to its key
 # steps.  Prints "model: N passed, M failed" and exits non-zero unless every
@@ -157,6 +165,25 @@ check_mutant() {
 	fi
 }
 
+# check_finding F WANT FLAGS...: a finding of the model in the code as it
+# is: its counterexample must still be found (remove the line, and the
+# FIX_F flag from the other checks, once the code is fixed)
+check_finding() {
+	local f=$1 want=$2
+	shift 2
+	verify "finding_$f" "$@"
+	if [ "$errors" = 0 ] || [ "$errors" = build ] || [ "$errors" = incomplete ]; then
+		echo "finding $f: NOT reproduced (${violation:-no counterexample in $states states}): fixed? see README.md"
+		failed=$((failed + 1))
+	elif [[ $(property_of "$violation") != $want* ]]; then
+		echo "finding $f: reproduced, but by $(property_of "$violation"), not $want"
+		failed=$((failed + 1))
+	else
+		echo "finding $f (the code as is): reproduced ($(property_of "$violation"))"
+		passed=$((passed + 1))
+	fi
+}
+
 start=$(date +%s)
 echo "spin: $(spin -V 2>&1 | head -1)"
 
@@ -164,16 +191,24 @@ echo "spin: $(spin -V 2>&1 | head -1)"
 {
 	check_model "code (8293a0a)" $BASE
 	check_model "code, no lease_token" $BASE -DNULL_TOKEN -DNPULSE=1
-	check_model "code, a blocked claimer (WAITER)" $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
+	check_model "code + F9 fix, a blocked claimer (WAITER)" $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2 -DFIX_F9
+	check_model "code + F10 fix, settle-and-take (NEXT_ROWS)" $BASE -DNEXT_ROWS -DFIX_F10
 	check_mutant M1 G3 $BASE
 	check_mutant M2 G3 $BASE
 	check_mutant M3 G2a $BASE
 	check_mutant M4 G2b $BASE
 	check_mutant M5 G2b $BASE -DNULL_TOKEN -DNPULSE=1
 	check_mutant M6 G2b $BASE -DNULL_TOKEN -DNPULSE=1
-	check_mutant M7 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
+	check_mutant M7 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2 -DFIX_F9
+	check_mutant M8 G3 $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2 -DFIX_F9
+	check_mutant M9 G3 $BASE -DNEXT_ROWS -DFIX_F10
+	check_finding F9 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
+	check_finding F10 G2b $BASE -DNEXT_ROWS
 	if $full; then
 		check_model "code, 2 rows, 2-slot pulse" $BASE -DNR=2 -DNPULSE=1 -DKSLOTS=2 -DMAXOPS1=2 -DMAXOPS2=2
+		check_model "code + F10 fix, settle-and-take, 2 rows" $BASE -DNR=2 -DNEXT_ROWS -DFIX_F10 -DNPULSE=1 -DMAXOPS1=2 -DMAXOPS2=2
+		check_finding F11 G2b $BASE -DNEXT_ROWS -DFIX_F10 -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
+		check_model "code + F10, F11 fixes, settle-and-take, no lease_token" $BASE -DNEXT_ROWS -DFIX_F10 -DFIX_F11 -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
 	fi
 }
 
