@@ -59,8 +59,9 @@
  * with claim; aw_claim_parked_row), settled at once (aw_set_settle) and,
  * if the transaction rolls back, undone (aw_set_undo_take).  The model's
  * claimer does this, and with NEXT_ROWS so does dispatcher 1.  It found
- * F9, F10 and F11 in that code (README.md, "The direct hand-off"); the
- * options FIX_F9, FIX_F10, FIX_F11 are the fixes it proposes.
+ * F9, F10 and F11 in that code (README.md, "The direct hand-off"): the
+ * code now has the fixes of F9 and F10 (FINDING_F9 and FINDING_F10 model
+ * it without them); FIX_F11 is the fix proposed for F11.
  *
  * Options (spin -D...):
  *   NR=2          two rows instead of one (a much larger state space)
@@ -80,18 +81,19 @@
  *                 reoffer_round), or leaves without (cancelled after the
  *                 wake, or it found a row mid-probe), and aw_waiter_leave
  *                 then wakes the worker if the topic has work.  run.sh
- *                 checks it with NPULSE=1 MAXOPS1=2 FIX_F9 (11 M states).
+ *                 checks it with NPULSE=1 MAXOPS1=2 (11 M states).
  *   NEXT_ROWS     dispatcher 1 may also call complete(another row,
  *                 next_rows => 1) (a row outside the model, whose freed
  *                 slot is spent on the oldest confirmed park, claimed
  *                 straight from its fence: aw_claim_next with
  *                 spend_parked), and its fail() may carry next_rows => 1
  *                 (the same, after the fail in the same statement)
- *   FIX_F9        a claimer whose probe found nothing wakes the worker if
- *                 the topic still has work (slots its claiming round left
- *                 on the counter)
- *   FIX_F10       a take of a row the taker's own transaction wrote counts
- *                 as locked (the entry stays, DUE), not stale (dropped)
+ *   FINDING_F9    the code before F9's fix: a claimer whose probe found
+ *                 nothing does not wake the worker though the topic still
+ *                 has work (slots its claiming round left on the counter)
+ *   FINDING_F10   the code before F10's fix: a take also takes the entry
+ *                 of a row the taker's own transaction settled, finds it
+ *                 stale and drops it
  *   FIX_F11       aw_set_undo_take replaces an entry of another fence that
  *                 is not pending, where the code keeps any entry it finds
  * Mutants, each must be rejected:
@@ -647,7 +649,19 @@ inline take_one(t, who, r)
  * slot (the caller then claims a visible row, or records a pulse at commit:
  * left out).  A pending entry is never taken (G3).
  */
-inline take_topic(t, who, cap, own)
+/*
+ * A row the taker's own transaction wrote (it settled it: complete, fail
+ * or dead_letter, with next_rows) is left alone: the code skips entries
+ * the transaction will forget at commit (aw_xact_will_forget), so a
+ * rollback finds the entry where it was (F10's fix).
+ */
+#ifndef FINDING_F10
+#define SETTLED_BY(r, tx) (lockr[r] == (tx))
+#else
+#define SETTLED_BY(r, tx) false
+#endif
+
+inline take_topic(t, who, cap, own, own_tx)
 {
 	n = 0;
 	/*
@@ -661,7 +675,7 @@ inline take_topic(t, who, cap, own)
 		:: e_state[i] == DUE && e_ft[i] <= now ->
 			printf("MSC: %c due entry of row %d: fence passed, its slot back to the counter\n", who, i);
 			entry_remove(i, true)
-		:: e_state[i] == DUE && e_ft[i] > now && !e_retry[i] -> take_one(t, who, i)
+		:: e_state[i] == DUE && e_ft[i] > now && !e_retry[i] && !SETTLED_BY(i, own_tx) -> take_one(t, who, i)
 		:: else -> skip
 		fi
 	}
@@ -683,7 +697,7 @@ inline take_topic(t, who, cap, own)
 		:: else -> skip
 		fi;
 		if
-		:: e_state[i] == CONFIRMED && !skipped(i) ->
+		:: e_state[i] == CONFIRMED && !skipped(i) && !SETTLED_BY(i, own_tx) ->
 			if
 			:: e_ft[i] <= now -> entry_remove(i, false)    /* fence passed: no slot needed */
 			:: else -> take_one(t, who, i); u++
@@ -814,7 +828,7 @@ inline reoffer_round(t, holder, who, onlist, claimer, cap0, own0)
 	:: d_step {
 		/* aw_set_take() */
 		if
-		:: onlist -> take_topic(t, who, rc, ro)
+		:: onlist -> take_topic(t, who, rc, ro, holder)
 		:: else -> n = 0
 		fi;
 		ro = 0
@@ -865,16 +879,7 @@ inline reoffer_round(t, holder, who, onlist, claimer, cap0, own0)
 				if
 				:: tk_valid[TK(t, i)] && tk_out[TK(t, i)] == O_NONE ->
 					if
-#ifndef FIX_F10
 					:: lockr[i] != holder && c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now ->
-#else
-					/*
-					 * F10's fix: a row the caller's own transaction wrote
-					 * counts as locked, so its entry stays (DUE, with the
-					 * slot) for a rollback; a commit's forget removes it
-					 */
-					:: c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now ->
-#endif
 						tk_out[TK(t, i)] = O_LOCKED
 					:: else -> tk_out[TK(t, i)] = O_STALE
 					fi
@@ -1418,13 +1423,13 @@ active proctype waiter()
 		   -> d_step {
 				/* found nothing: the subtransaction rolls back; WaitLatch() */
 				q_busy = false;
-#ifdef FIX_F9
+#ifndef FINDING_F9
 				/*
-				 * F9's fix: slots its claiming rounds left on the counter
-				 * (they never mark pending entries woken) go to the worker
+				 * slots its claiming rounds left on the counter (they never
+				 * mark pending entries woken) go to the worker (F9's fix)
 				 */
 				if
-				:: slots > 0 || any_row(is_due) -> WAKE_WORKER; printf("MSC: Q the topic has work: wake the worker (FIX_F9)\n")
+				:: slots > 0 || any_row(is_due) -> WAKE_WORKER; printf("MSC: Q the topic has work: wake the worker (F9 fix)\n")
 				:: else -> skip
 				fi;
 #endif

@@ -6,8 +6,8 @@
 #
 # Checks, each an exhaustive search by spin's verifier (safety: asserts,
 # the two G2 monitors, invalid end states):
-#   1. the model of the code as it is (commit 8293a0a, with the fixes of
-#      F1-F7)                                   -> G2a, G2b, G3 and no
+#   1. the model of the code as it is (commit 9287b99, with the fixes of
+#      F1-F7, F9, F10)                                   -> G2a, G2b, G3 and no
 #                                                  deadlock must hold
 #   2. the same, park()/fail() without a lease_token -> must hold
 #   3. the same with a claimer blocked on the topic, to which a committed
@@ -17,10 +17,11 @@
 #                                                  the property it breaks
 #   5. the direct hand-off of issue 17 (README: "The direct hand-off"): the
 #      claimer of 3 and complete()/fail() with next_rows (-DNEXT_ROWS)
-#      claim a parked row straight from its fence; they must hold with the
-#      fixes of F9 and F10 (-DFIX_F9, -DFIX_F10), the code as is must be
-#      rejected (findings F9, F10; F11 with --full), and mutants M8, M9
-#      must be rejected
+#      claim a parked row straight from its fence; they must hold (the
+#      code has the fixes of F9 and F10), the code before each of those
+#      fixes (-DFINDING_F9, -DFINDING_F10) must be rejected, and mutants
+#      M8, M9 must be rejected; with --full, F11 (not fixed in the code,
+#      README.md) must be reproduced and its proposed fix must hold
 # With --full also: two rows and a two-slot pulse (about 20 s, 700 MB), and
 # settle-and-take over two rows, finding F11 and its fix without a
 # lease_token (about 70 s more, 1 GB).
@@ -165,9 +166,9 @@ check_mutant() {
 	fi
 }
 
-# check_finding F WANT FLAGS...: a finding of the model in the code as it
-# is: its counterexample must still be found (remove the line, and the
-# FIX_F flag from the other checks, once the code is fixed)
+# check_finding F WANT FLAGS...: a finding of the model: the code before
+# its fix (-DFINDING_F...), or as it is for one not fixed yet, must still
+# show its counterexample
 check_finding() {
 	local f=$1 want=$2
 	shift 2
@@ -179,7 +180,7 @@ check_finding() {
 		echo "finding $f: reproduced, but by $(property_of "$violation"), not $want"
 		failed=$((failed + 1))
 	else
-		echo "finding $f (the code as is): reproduced ($(property_of "$violation"))"
+		echo "finding $f (the code without its fix): reproduced ($(property_of "$violation"))"
 		passed=$((passed + 1))
 	fi
 }
@@ -189,26 +190,26 @@ echo "spin: $(spin -V 2>&1 | head -1)"
 
 # shellcheck disable=SC2086
 {
-	check_model "code (8293a0a)" $BASE
+	check_model "code" $BASE
 	check_model "code, no lease_token" $BASE -DNULL_TOKEN -DNPULSE=1
-	check_model "code + F9 fix, a blocked claimer (WAITER)" $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2 -DFIX_F9
-	check_model "code + F10 fix, settle-and-take (NEXT_ROWS)" $BASE -DNEXT_ROWS -DFIX_F10
+	check_model "code, a blocked claimer (WAITER)" $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
+	check_model "code, settle-and-take (NEXT_ROWS)" $BASE -DNEXT_ROWS
 	check_mutant M1 G3 $BASE
 	check_mutant M2 G3 $BASE
 	check_mutant M3 G2a $BASE
 	check_mutant M4 G2b $BASE
 	check_mutant M5 G2b $BASE -DNULL_TOKEN -DNPULSE=1
 	check_mutant M6 G2b $BASE -DNULL_TOKEN -DNPULSE=1
-	check_mutant M7 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2 -DFIX_F9
-	check_mutant M8 G3 $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2 -DFIX_F9
-	check_mutant M9 G3 $BASE -DNEXT_ROWS -DFIX_F10
-	check_finding F9 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
-	check_finding F10 G2b $BASE -DNEXT_ROWS
+	check_mutant M7 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
+	check_mutant M8 G3 $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
+	check_mutant M9 G3 $BASE -DNEXT_ROWS
+	check_finding F9 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2 -DFINDING_F9
+	check_finding F10 G2b $BASE -DNEXT_ROWS -DFINDING_F10
 	if $full; then
 		check_model "code, 2 rows, 2-slot pulse" $BASE -DNR=2 -DNPULSE=1 -DKSLOTS=2 -DMAXOPS1=2 -DMAXOPS2=2
-		check_model "code + F10 fix, settle-and-take, 2 rows" $BASE -DNR=2 -DNEXT_ROWS -DFIX_F10 -DNPULSE=1 -DMAXOPS1=2 -DMAXOPS2=2
-		check_finding F11 G2b $BASE -DNEXT_ROWS -DFIX_F10 -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
-		check_model "code + F10, F11 fixes, settle-and-take, no lease_token" $BASE -DNEXT_ROWS -DFIX_F10 -DFIX_F11 -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
+		check_model "code, settle-and-take, 2 rows" $BASE -DNR=2 -DNEXT_ROWS -DNPULSE=1 -DMAXOPS1=2 -DMAXOPS2=2
+		check_finding F11 G2b $BASE -DNEXT_ROWS -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
+		check_model "code + F11's proposed fix, settle-and-take, no lease_token" $BASE -DNEXT_ROWS -DFIX_F11 -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
 	fi
 }
 
