@@ -22,7 +22,7 @@
 #   6. mutants L1..L7, F8, F9, each on a configuration of 5 -> each must be
 #      rejected, by the property it breaks
 # The two models' checks run side by side (two lanes: this machine has two
-# cores; together about 2.5 minutes and 2 GB at most).
+# cores; together about 3 minutes and under 2 GB).
 # With --full also: two rows and a two-slot pulse (about 20 s, 700 MB), and
 # five larger limits configurations (several minutes, up to 1.5 GB each).
 #

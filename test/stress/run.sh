@@ -53,8 +53,9 @@
 #       visible rows or parks so spent, each with a fresh token;
 #       every function returned true exactly when it changed the row
 #   G8  the leases of each limited topic, taken from the ledger (from the
-#       claim's UPDATE to the first later change of the row, or the lease's
-#       end if that comes first), never overlap more than its limit; no
+#       claim's UPDATE, row_claim or row_claim_parked, to the first later
+#       change of the row, or the lease's end if that comes first), never
+#       overlap more than its limit; no
 #       sample of topics.in_flight exceeds it; once the load stopped and
 #       every lease ended, in_flight is 0 (no slot leaked), and a claim of
 #       each limited topic that has a visible row gets one at once (no
