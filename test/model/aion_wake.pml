@@ -59,9 +59,9 @@
  * with claim; aw_claim_parked_row), settled at once (aw_set_settle) and,
  * if the transaction rolls back, undone (aw_set_undo_take).  The model's
  * claimer does this, and with NEXT_ROWS so does dispatcher 1.  It found
- * F9, F10 and F11 in that code (README.md, "The direct hand-off"): the
- * code now has the fixes of F9 and F10 (FINDING_F9 and FINDING_F10 model
- * it without them); FIX_F11 is the fix proposed for F11.
+ * F10, F11 and F12 in that code (README.md, "The direct hand-off"): the
+ * code now has the fixes of F10 and F11 (FINDING_F10 and FINDING_F11 model
+ * it without them); FIX_F12 is the fix proposed for F12.
  *
  * Options (spin -D...):
  *   NR=2          two rows instead of one (a much larger state space)
@@ -88,13 +88,13 @@
  *                 straight from its fence: aw_claim_next with
  *                 spend_parked), and its fail() may carry next_rows => 1
  *                 (the same, after the fail in the same statement)
- *   FINDING_F9    the code before F9's fix: a claimer whose probe found
+ *   FINDING_F10   the code before F10's fix: a claimer whose probe found
  *                 nothing does not wake the worker though the topic still
  *                 has work (slots its claiming round left on the counter)
- *   FINDING_F10   the code before F10's fix: a take also takes the entry
+ *   FINDING_F11   the code before F11's fix: a take also takes the entry
  *                 of a row the taker's own transaction settled, finds it
  *                 stale and drops it
- *   FIX_F11       aw_set_undo_take replaces an entry of another fence that
+ *   FIX_F12       aw_set_undo_take replaces an entry of another fence that
  *                 is not pending, where the code keeps any entry it finds
  * Mutants, each must be rejected:
  *   MUTANT_M1     park() enters the set as CONFIRMED before its fence
@@ -653,9 +653,9 @@ inline take_one(t, who, r)
  * A row the taker's own transaction wrote (it settled it: complete, fail
  * or dead_letter, with next_rows) is left alone: the code skips entries
  * the transaction will forget at commit (aw_xact_will_forget), so a
- * rollback finds the entry where it was (F10's fix).
+ * rollback finds the entry where it was (F11's fix).
  */
-#ifndef FINDING_F10
+#ifndef FINDING_F11
 #define SETTLED_BY(r, tx) (lockr[r] == (tx))
 #else
 #define SETTLED_BY(r, tx) false
@@ -973,9 +973,9 @@ inline undo_round(holder, who)
 		:: lockr[i] == holder && (mv & (1 << i)) != 0 ->
 			printf("MSC: %c ROLLBACK: row %d stays parked at v%d\n", who, i, c_ver[i]);
 			release_row(i);
-#ifdef FIX_F11
+#ifdef FIX_F12
 			/*
-			 * F11's fix: only a pending entry is a newer park; an entry of
+			 * F12's fix: only a pending entry is a newer park; an entry of
 			 * another fence (an older one put back meanwhile by a late
 			 * abandon) is replaced, a slot it holds back to the counter (an
 			 * in-flight one: its taker's settle then finds it replaced)
@@ -1423,13 +1423,13 @@ active proctype waiter()
 		   -> d_step {
 				/* found nothing: the subtransaction rolls back; WaitLatch() */
 				q_busy = false;
-#ifndef FINDING_F9
+#ifndef FINDING_F10
 				/*
 				 * slots its claiming rounds left on the counter (they never
-				 * mark pending entries woken) go to the worker (F9's fix)
+				 * mark pending entries woken) go to the worker (F10's fix)
 				 */
 				if
-				:: slots > 0 || any_row(is_due) -> WAKE_WORKER; printf("MSC: Q the topic has work: wake the worker (F9 fix)\n")
+				:: slots > 0 || any_row(is_due) -> WAKE_WORKER; printf("MSC: Q the topic has work: wake the worker (F10 fix)\n")
 				:: else -> skip
 				fi;
 #endif

@@ -29,6 +29,12 @@
 #   probe.sql     a lone park in a topic of its own, a pulse from another
 #                 session while pending (dblink) or after commit: the row must
 #                 come back; or a wake whose fence passes before commit
+#   limited.sql   a dispatcher of the limited topics l0 (limit 1) and l1
+#                 (limit 3): claims from one, from both, or from l1, t2 and
+#                 l0 at once (claim(topics[])), blocking or not; complete,
+#                 park, fail, dead_letter or let the lease expire, rolled
+#                 back at random
+#   sample.sql    a sample of aion_wake.topics' in_flight of l0 and l1
 # Then it stops the load and checks, from the ledger and the tables:
 #   G2  no pending entry or waiter is left; every committed park that entered
 #       the set is still there, confirmed, at its fence; one pulse per topic
@@ -46,6 +52,14 @@
 #       acted carried the row's current lease token; claims took only
 #       visible rows or parks so spent, each with a fresh token;
 #       every function returned true exactly when it changed the row
+#   G8  the leases of each limited topic, taken from the ledger (from the
+#       claim's UPDATE, row_claim or row_claim_parked, to the first later
+#       change of the row, or the lease's end if that comes first), never
+#       overlap more than its limit; no
+#       sample of topics.in_flight exceeds it; once the load stopped and
+#       every lease ended, in_flight is 0 (no slot leaked), and a claim of
+#       each limited topic that has a visible row gets one at once (no
+#       reservation leaked)
 #   and that the worker never restarted and the server log holds no crash,
 #   PANIC, TRAP, FATAL or ERROR.  The status counters are printed.
 # The last line is "stress: N passed, M failed (seed S)"; exit 1 on failure.
@@ -165,7 +179,7 @@ as_pg "$PGBIN/pgbench" -h "$TMP" -p "$PORT" -n -c "$CLIENTS" -j "$CLIENTS" \
 	-P 30 -D skid=0 -D stok=0 \
 	-f "$HERE/dispatch.sql@50" -f "$HERE/enqueue.sql@22" -f "$HERE/pulse.sql@14" \
 	-f "$HERE/batch.sql@6" -f "$HERE/stale.sql@8" -f "$HERE/probe.sql@4" \
-	-f "$HERE/repark.sql@8" \
+	-f "$HERE/repark.sql@8" -f "$HERE/limited.sql@30" -f "$HERE/sample.sql@6" \
 	postgres >"$TMP/pgbench.out" 2>&1
 PGBENCH_RC=$?
 set -e
@@ -288,7 +302,7 @@ G2_PULSE_AT=$(q "SELECT max(id) FROM stress_log")
 q "BEGIN;
    SELECT aion_wake.pulse(t, 1 + (SELECT count(*)::int FROM aion_wake.outbox o
                                   WHERE o.topic = t AND o.parked_at IS NOT NULL))
-     FROM unnest(ARRAY['t0', 't1', 't2']) t;
+     FROM (SELECT DISTINCT topic FROM aion_wake.outbox WHERE parked_at IS NOT NULL) p(t);
    COMMIT;" >/dev/null
 G2_T0=$(date +%s%N)
 check "G2: one pulse per topic (slots = its parked rows + 1) re-offers all $ntarget parks in the set" \
@@ -412,6 +426,69 @@ check "G3: each function returned true exactly when it changed the row (same tra
 	 SELECT * FROM x
 	  WHERE enqueue <> row_insert OR park <> row_park OR fail <> row_fail OR removed <> row_delete
 	  ORDER BY 1 LIMIT 15"
+
+echo "---- G8: never over the limit"
+# Each lease of a limited topic, from the ledger: from its claim's UPDATE
+# (the slot was reserved before it) to the first later change of the row
+# (the settle's statement; its slot is released at its commit, later) or
+# the lease's end, whichever comes first (a new claim of the row comes
+# after that end).  So each interval lies inside the time its slot was
+# held, and their overlap can only be less than the real one: any overlap
+# above the limit is a real excess.  Claims that rolled back left no entry.
+G8_LEASES="
+WITH lim AS (SELECT topic, max_in_flight FROM aion_wake.limits),
+     l AS (SELECT c.topic, c.dispatch_key, c.id, c.at AS s,
+                  least(c.new_fence, coalesce(n.at, 'infinity'::timestamptz)) AS e
+             FROM stress_log c JOIN lim USING (topic)
+             LEFT JOIN LATERAL (SELECT n.at FROM stress_log n
+                                 WHERE n.dispatch_key = c.dispatch_key AND n.id > c.id
+                                   AND n.op LIKE 'row\_%' ORDER BY n.id LIMIT 1) n ON true
+            WHERE c.op IN ('row_claim', 'row_claim_parked')),
+     ev AS (SELECT topic, s AS t, 1 AS d FROM l WHERE e > s
+            UNION ALL SELECT topic, e, -1 FROM l WHERE e > s),
+     run AS (SELECT topic, t, d,
+                    sum(d) OVER (PARTITION BY topic ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS live
+               FROM ev)"
+q "$G8_LEASES
+   SELECT lim.topic || ': ' || (SELECT count(*) FROM l WHERE l.topic = lim.topic) || ' leases, at most '
+          || coalesce((SELECT max(live) FROM run WHERE run.topic = lim.topic), 0) || ' at once (limit '
+          || lim.max_in_flight || ')'
+     FROM lim ORDER BY lim.topic" | sed 's/^/      /'
+check "G8: the leases of each limited topic (from the ledger) never overlap more than its limit" \
+	"$G8_LEASES
+	 SELECT run.topic, run.t AS at, run.live, lim.max_in_flight,
+	        (SELECT string_agg(l.dispatch_key || ' ' || l.s || '..' || l.e, ', ' ORDER BY l.s) FROM l
+	          WHERE l.topic = run.topic AND l.s <= run.t AND l.e > run.t) AS leases
+	   FROM run JOIN lim USING (topic)
+	  WHERE run.live > lim.max_in_flight
+	  ORDER BY run.t LIMIT 15"
+q "SELECT topic || ': ' || count(*) || ' samples of in_flight, ' || count(*) FILTER (WHERE in_flight = max_in_flight)
+          || ' at the limit (' || max_in_flight || '), largest ' || max(in_flight)
+     FROM stress_inflight GROUP BY topic, max_in_flight ORDER BY topic" | sed 's/^/      /'
+check "G8: no sample of topics.in_flight taken during the load exceeds the limit" \
+	"SELECT at, topic, in_flight, max_in_flight FROM stress_inflight
+	  WHERE in_flight IS NULL OR max_in_flight IS NULL OR in_flight > max_in_flight
+	  ORDER BY at LIMIT 15"
+check "G8: once every lease has ended, in_flight is 0 (no slot leaked)" \
+	"SELECT t.topic, t.in_flight,
+	        (SELECT count(*) FROM aion_wake.outbox o
+	          WHERE o.topic = t.topic AND o.leased_until > clock_timestamp()) AS live_in_table
+	   FROM aion_wake.topics t
+	  WHERE t.max_in_flight IS NOT NULL
+	    AND NOT stress_wait('(SELECT coalesce(sum(in_flight), 0) = 0 FROM aion_wake.topics
+	                          WHERE max_in_flight IS NOT NULL)', '15 s')
+	  ORDER BY 1"
+# A reservation that was never given back would keep a slot from every
+# later claim without showing in in_flight: a claim (without waiting) of
+# each limited topic that has a visible row must get one.
+check "G8: a claim of each limited topic with a visible row gets one (no reservation leaked)" \
+	"WITH lim AS (SELECT topic FROM aion_wake.limits
+	               WHERE EXISTS (SELECT 1 FROM aion_wake.outbox o
+	                              WHERE o.topic = limits.topic AND o.visible_after <= clock_timestamp()))
+	 SELECT lim.topic, 'claimed ' || c.n || ' rows' FROM lim,
+	        LATERAL (SELECT count(*) AS n FROM aion_wake.claim(lim.topic, 1, '1 s', '0')) c
+	  WHERE c.n <> 1
+	  ORDER BY 1"
 
 echo "---- counters (information)"
 q "SELECT 'set_full=' || set_full || ' rows_reoffered=' || rows_reoffered

@@ -10,6 +10,10 @@
 --     written by the pgbench scripts in the same transaction as the call,
 --     only when the call returned true (in_set: the pending entries this
 --     backend holds in the parked set right after its park() calls).
+-- row_* entries carry the row's topic, so that the G8 check can count the
+-- leases of each limited topic (l0, l1: limits set below) from the ledger.
+-- stress_inflight holds samples of aion_wake.topics taken during the load
+-- (sample.sql).
 -- The trigger is AFTER ROW (not BEFORE) so that an enqueue() that hits ON
 -- CONFLICT DO NOTHING logs nothing.
 
@@ -30,6 +34,7 @@ CREATE TABLE stress_log (
 	new_fence	 timestamptz,
 	attempt		 int,
 	backend_type text,
+	topic		 text,			-- row_* entries
 	at			 timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX ON stress_log (dispatch_key, id);
@@ -46,12 +51,12 @@ DECLARE
 	kind text;
 BEGIN
 	IF TG_OP = 'INSERT' THEN
-		INSERT INTO public.stress_log (dispatch_key, op, fence, attempt, lease_token)
-		VALUES (NEW.dispatch_key, 'row_insert', NEW.visible_after, NEW.attempt, NEW.lease_token);
+		INSERT INTO public.stress_log (dispatch_key, op, fence, attempt, lease_token, topic)
+		VALUES (NEW.dispatch_key, 'row_insert', NEW.visible_after, NEW.attempt, NEW.lease_token, NEW.topic);
 		RETURN NULL;
 	ELSIF TG_OP = 'DELETE' THEN
-		INSERT INTO public.stress_log (dispatch_key, op, fence, attempt, lease_token)
-		VALUES (OLD.dispatch_key, 'row_delete', OLD.visible_after, OLD.attempt, OLD.lease_token);
+		INSERT INTO public.stress_log (dispatch_key, op, fence, attempt, lease_token, topic)
+		VALUES (OLD.dispatch_key, 'row_delete', OLD.visible_after, OLD.attempt, OLD.lease_token, OLD.topic);
 		RETURN NULL;
 	END IF;
 
@@ -68,28 +73,32 @@ BEGIN
 					 WHEN OLD.parked_at IS NOT NULL
 					 THEN 'row_claim_parked'
 					 ELSE 'row_bad_claim' END;
-		INSERT INTO public.stress_log (dispatch_key, op, lease_token, fence, new_fence, attempt)
-		VALUES (NEW.dispatch_key, kind, NEW.lease_token, OLD.visible_after, NEW.visible_after, NEW.attempt);
+		INSERT INTO public.stress_log (dispatch_key, op, lease_token, fence, new_fence, attempt, topic)
+		VALUES (NEW.dispatch_key, kind, NEW.lease_token, OLD.visible_after, NEW.visible_after, NEW.attempt,
+				NEW.topic);
 	ELSIF NEW.attempt IS DISTINCT FROM OLD.attempt THEN
 		-- fail(): attempt + 1, parked_at cleared
 		kind := CASE WHEN NEW.attempt <> OLD.attempt + 1 OR NEW.parked_at IS NOT NULL
 					 THEN 'row_bad_fail' ELSE 'row_fail' END;
-		INSERT INTO public.stress_log (dispatch_key, op, lease_token, fence, attempt)
-		VALUES (NEW.dispatch_key, kind, NEW.lease_token, NEW.visible_after, NEW.attempt);
+		INSERT INTO public.stress_log (dispatch_key, op, lease_token, fence, attempt, topic)
+		VALUES (NEW.dispatch_key, kind, NEW.lease_token, NEW.visible_after, NEW.attempt, NEW.topic);
 	ELSIF NEW.parked_at IS NOT NULL THEN
 		-- park(): fence and parked_at written
-		INSERT INTO public.stress_log (dispatch_key, op, lease_token, fence, attempt)
-		VALUES (NEW.dispatch_key, 'row_park', NEW.lease_token, NEW.visible_after, NEW.attempt);
+		INSERT INTO public.stress_log (dispatch_key, op, lease_token, fence, attempt, topic)
+		VALUES (NEW.dispatch_key, 'row_park', NEW.lease_token, NEW.visible_after, NEW.attempt, NEW.topic);
 	ELSIF OLD.parked_at IS NOT NULL THEN
 		-- a re-offer: parked_at cleared, attempt and lease untouched
-		INSERT INTO public.stress_log (dispatch_key, op, lease_token, fence, new_fence, attempt, backend_type)
+		INSERT INTO public.stress_log (dispatch_key, op, lease_token, fence, new_fence, attempt, backend_type,
+									   topic)
 		VALUES (NEW.dispatch_key, 'row_reoffer', NEW.lease_token, OLD.visible_after, NEW.visible_after,
 				NEW.attempt,
 				(SELECT a.backend_type FROM pg_catalog.pg_stat_activity a
-				  WHERE a.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()));
+				  WHERE a.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()),
+				NEW.topic);
 	ELSE
-		INSERT INTO public.stress_log (dispatch_key, op, lease_token, fence, new_fence, attempt)
-		VALUES (NEW.dispatch_key, 'row_other', NEW.lease_token, OLD.visible_after, NEW.visible_after, NEW.attempt);
+		INSERT INTO public.stress_log (dispatch_key, op, lease_token, fence, new_fence, attempt, topic)
+		VALUES (NEW.dispatch_key, 'row_other', NEW.lease_token, OLD.visible_after, NEW.visible_after, NEW.attempt,
+				NEW.topic);
 	END IF;
 	RETURN NULL;
 END
@@ -98,11 +107,32 @@ $$;
 CREATE TRIGGER stress_track AFTER INSERT OR UPDATE OR DELETE ON aion_wake.outbox
 	FOR EACH ROW EXECUTE FUNCTION stress_track();
 
+-- Known capacity (G8): two limited topics, l0 at most 1 row leased at
+-- once, l1 at most 3.  limited.sql claims from them (alone, together, and
+-- with t2) and settles what it took; enqueue.sql feeds them.  The limits
+-- stay as they are for the whole run, so the checker reads them from
+-- aion_wake.limits.
+SELECT aion_wake.set_limit('l0', 1);
+SELECT aion_wake.set_limit('l1', 3);
+
+-- samples of the limited topics' in_flight, taken during the load (sample.sql)
+CREATE TABLE stress_inflight (
+	at			  timestamptz NOT NULL DEFAULT clock_timestamp(),
+	topic		  text NOT NULL,
+	in_flight	  int,
+	max_in_flight int
+);
+
 -- the keys are numbers: in pgbench a variable is substituted as written,
--- so numbers need no quoting.  300 rows to start with.
+-- so numbers need no quoting.  300 rows to start with, and 40 in each
+-- limited topic.
 WITH k AS (SELECT nextval('stress_key_seq')::text AS k, g % 3 AS t
 			 FROM generate_series(1, 300) g),
 	 e AS (SELECT k FROM k WHERE aion_wake.enqueue(k, '{}', 't' || t))
+INSERT INTO stress_log (dispatch_key, op) SELECT k, 'enqueue' FROM e;
+WITH k AS (SELECT nextval('stress_key_seq')::text AS k, g % 2 AS t
+			 FROM generate_series(1, 80) g),
+	 e AS (SELECT k FROM k WHERE aion_wake.enqueue(k, '{}', 'l' || t))
 INSERT INTO stress_log (dispatch_key, op) SELECT k, 'enqueue' FROM e;
 
 -- The checker's only way to wait: poll a condition with short steps until it
