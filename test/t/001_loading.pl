@@ -131,22 +131,34 @@ is( $node->safe_psql(
 # it reads aion_wake.limits and then aion_wake.outbox, while DROP locks the
 # tables one by one.  The worker locks the extension first, so the DROP
 # waits for it, or it for the DROP; neither dies of a deadlock (before,
-# the DROP did, nearly every time).  Then CREATE EXTENSION brings the
-# worker back to work, with no restart.
+# the DROP did, nearly every time).  Then the extension made again is
+# served with no restart: a pulse re-offers its parked row.
 $node->safe_psql('postgres', "SELECT aion_wake.set_limit('api', 2)");
 for my $round (1 .. 3)
 {
 	$node->restart;
-	my $offset = -s $node->logfile;
 	my ($ret, $stdout, $stderr) =
 	  $node->psql('postgres', 'DROP EXTENSION aion_wake');
 	is($ret, 0, "round $round: DROP EXTENSION right after a start succeeds")
 	  or diag($stderr);
 	$node->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
-	ok( $node->wait_for_log(
-			qr/aion_wake worker rebuilt the parked set of database "postgres"/,
-			$offset),
-		"round $round: ... and the worker serves the new extension");
+	# a row of the new extension, parked for an hour, comes back on a pulse
+	$node->safe_psql('postgres', "SELECT aion_wake.enqueue('r$round', '{}', 'r')");
+	my $tok = $node->safe_psql('postgres',
+		"SELECT lease_token FROM aion_wake.claim('r', 1)");
+	$node->safe_psql('postgres',
+		"SELECT aion_wake.park('r$round', '1 hour', $tok)");
+	$node->safe_psql('postgres', "SELECT aion_wake.pulse('r', 1)");
+	ok( $node->poll_query_until(
+			'postgres', qq{
+SELECT visible_after < clock_timestamp() + interval '1 minute'
+  FROM aion_wake.outbox WHERE dispatch_key = 'r$round'}),
+		"round $round: ... and the worker serves the new extension (a pulse re-offers a parked row)"
+	);
+	is( $node->safe_psql('postgres',
+			"SELECT count(*) FROM aion_wake.topics WHERE max_in_flight IS NOT NULL"),
+		'0',
+		"round $round: ... with no limit left from the extension dropped");
 	$node->safe_psql('postgres', "SELECT aion_wake.set_limit('api', 2)");
 }
 
