@@ -16,10 +16,11 @@
 # fail() twice, then dead_letter() at the third attempt).  The example runs
 # with --drain (it stops once its topic is empty): 8 dispatchers, a consumer
 # of 4 slots x 5 ms, a BUSY back-off of 2 s, bounded by $EXAMPLES_SECONDS
-# (default 120).  (Each delivery pulses one slot; a row that bounces again
-# spends a pulse without a delivery, so some parked rows wait for their
-# fence: the back-off is the floor, as README says.)  Each example prints one line per outcome ("delivered KEY", "busy
-# KEY", ...).  Then:
+# (default 120).  (Each settle hands its freed slot to the next row,
+# the oldest parked one first; a row that bounces again takes a slot
+# without a delivery, so some parked rows wait for their fence: the
+# back-off is the floor, as README says.)  Each example prints one line
+# per outcome ("delivered KEY", "busy KEY", ...).  Then:
 #   - it exited 0 within the bound, and its topic has no row left;
 #   - every non-poison key was printed "delivered" exactly once, and no
 #     other key was;
