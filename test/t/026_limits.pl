@@ -95,22 +95,10 @@ sub sql
 }
 
 # "max_in_flight/in_flight" of a topic, '-' for null (or no topic row)
-sub lim
-{
-	my ($t) = @_;
-	return sql(qq{
-SELECT coalesce((SELECT coalesce(max_in_flight::text, '-') || '/' || coalesce(in_flight::text, '-')
-                   FROM aion_wake.topics WHERE topic = '$t'), '-/-')});
-}
+sub lim { return aw_limit_of($node, $_[0]); }
 
 # rows of a topic that carry a live lease, as committed
-sub live_rows
-{
-	my ($t) = @_;
-	return sql(qq{
-SELECT count(*) FROM aion_wake.outbox
- WHERE topic = '$t' AND lease_token IS NOT NULL AND leased_until > clock_timestamp()});
-}
+sub live_rows { return aw_live_leases($node, $_[0]); }
 
 sub enqueue
 {
@@ -149,13 +137,7 @@ sub start_claim
 }
 
 # the rows a claim started with start_claim took
-sub finish_claim
-{
-	my ($s) = @_;
-	my ($out, $err) = aw_finish($s);
-	diag("claim said: $err") if $err ne '';
-	return map { [ split /\|/ ] } grep { $_ ne '' } split /\n/, $out;
-}
+sub finish_claim { return aw_finish_rows($_[0]); }
 
 # The claim of $s returns one row, taken no earlier than $from (epoch) and
 # no later than $prompt after it.  Returns the row.
@@ -163,21 +145,7 @@ sub woken_ok
 {
 	my ($s, $from, $what) = @_;
 	my @rows = finish_claim($s);
-	my $row = $rows[0];
-	if (@rows == 1 && $row->[2] >= $from && $row->[2] - $from <= $prompt)
-	{
-		pass($what);
-		note(sprintf("%s: %.1f ms", $what, 1000 * ($row->[2] - $from)));
-	}
-	else
-	{
-		fail($what);
-		diag(@rows
-			? sprintf("%d row(s); the first, %s, taken %.1f ms after the event",
-				scalar(@rows), $row->[0], 1000 * ($row->[2] - $from))
-			: 'the claim returned no row');
-	}
-	return $row // [ '', '', 0 ];
+	return aw_taken_promptly(\@rows, $from, $prompt, $what) // [ '', '', 0 ];
 }
 
 # run $sql and record the event $name in the same transaction; returns

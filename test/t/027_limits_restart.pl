@@ -55,21 +55,9 @@ sub sql
 	return $node->safe_psql('postgres', $_[0]);
 }
 
-sub lim
-{
-	my ($t) = @_;
-	return sql(qq{
-SELECT coalesce((SELECT coalesce(max_in_flight::text, '-') || '/' || coalesce(in_flight::text, '-')
-                   FROM aion_wake.topics WHERE topic = '$t'), '-/-')});
-}
+sub lim { return aw_limit_of($node, $_[0]); }
 
-sub live_rows
-{
-	my ($t) = @_;
-	return sql(qq{
-SELECT count(*) FROM aion_wake.outbox
- WHERE topic = '$t' AND lease_token IS NOT NULL AND leased_until > clock_timestamp()});
-}
+sub live_rows { return aw_live_leases($node, $_[0]); }
 
 sub enqueue
 {
@@ -101,24 +89,8 @@ SELECT dispatch_key || '|' || lease_token || '|' || extract(epoch FROM leased_un
 sub woken_ok
 {
 	my ($s, $from, $what) = @_;
-	my ($out, $err) = aw_finish($s);
-	diag("claim said: $err") if $err ne '';
-	my @rows = map { [ split /\|/ ] } grep { $_ ne '' } split /\n/, $out;
-	my $row = $rows[0];
-	if (@rows == 1 && $row->[2] >= $from && $row->[2] - $from <= $prompt)
-	{
-		pass($what);
-		note(sprintf("%s: %.1f ms", $what, 1000 * ($row->[2] - $from)));
-	}
-	else
-	{
-		fail($what);
-		diag(@rows
-			? sprintf("%d row(s); the first, %s, taken %.1f ms after the event",
-				scalar(@rows), $row->[0], 1000 * ($row->[2] - $from))
-			: 'the claim returned no row');
-	}
-	return $row // [ '', '', 0 ];
+	my @rows = aw_finish_rows($s);
+	return aw_taken_promptly(\@rows, $from, $prompt, $what) // [ '', '', 0 ];
 }
 
 sub commit_event

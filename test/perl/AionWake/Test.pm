@@ -39,7 +39,8 @@ use Time::HiRes ();
 our @EXPORT = qw(aw_node aw_preload aw_create_extension aw_session aw_start aw_done
   aw_finish aw_status aw_wait_status aw_worker_pid aw_wait_new_worker aw_poll_waiters
   aw_park_rows aw_wait_reoffered aw_reoffered aw_still_parked aw_confirmed
-  aw_wait_confirmed aw_poll_for aw_waiter aw_server_major aw_wait_event);
+  aw_wait_confirmed aw_poll_for aw_waiter aw_server_major aw_wait_event
+  aw_limit_of aw_live_leases aw_finish_rows aw_taken_promptly);
 
 # A new cluster with aion_wake in shared_preload_libraries, started.
 # Options:
@@ -334,6 +335,56 @@ sub aw_poll_for
 		return 0 if Time::HiRes::time() >= $end;
 		Time::HiRes::usleep(100_000);
 	}
+}
+
+# "max_in_flight/in_flight" of a topic, '-' for null (or no topic row)
+sub aw_limit_of
+{
+	my ($node, $topic) = @_;
+	return $node->safe_psql('postgres', qq{
+SELECT coalesce((SELECT coalesce(max_in_flight::text, '-') || '/' || coalesce(in_flight::text, '-')
+                   FROM aion_wake.topics WHERE topic = '$topic'), '-/-')});
+}
+
+# rows of a topic that carry a live lease, as committed
+sub aw_live_leases
+{
+	my ($node, $topic) = @_;
+	return $node->safe_psql('postgres', qq{
+SELECT count(*) FROM aion_wake.outbox
+ WHERE topic = '$topic' AND lease_token IS NOT NULL AND leased_until > clock_timestamp()});
+}
+
+# The rows a statement started with aw_start printed, each split on '|'.
+sub aw_finish_rows
+{
+	my ($h) = @_;
+	my ($out, $err) = aw_finish($h);
+	diag("claim said: $err") if $err ne '';
+	return map { [ split /\|/ ] } grep { $_ ne '' } split /\n/, $out;
+}
+
+# One row came, taken (its third column, epoch) no earlier than $from
+# ($slack seconds of clock skew allowed) and no later than $prompt after
+# it: pass, or fail saying what came.  Returns the row, or undef.
+sub aw_taken_promptly
+{
+	my ($rows, $from, $prompt, $what, $slack) = @_;
+	my $row = $rows->[0];
+	if (@$rows == 1 && $row->[2] >= $from - ($slack // 0) && $row->[2] - $from <= $prompt)
+	{
+		pass($what);
+		note(sprintf("%s: %.1f ms", $what, 1000 * ($row->[2] - $from)));
+	}
+	else
+	{
+		fail($what);
+		diag(@$rows
+			? sprintf("%d row(s); the first, %s, taken %.1f ms after the event",
+				scalar(@$rows), $row->[0], 1000 * ($row->[2] - $from))
+			: 'the claim returned no row');
+	}
+	return $row;
 }
 
 1;
