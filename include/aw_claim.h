@@ -15,8 +15,7 @@
 
 #include "fmgr.h"
 
-extern void aw_claim_next_check(FunctionCallInfo fcinfo, int argno_next);
-extern void aw_claim_next(FunctionCallInfo fcinfo, const char *topic, int argno_next,
-						  bool spend_parked);
+extern void aw_claim_next(FunctionCallInfo fcinfo, const char *topic, int32 next_rows,
+						  int64 lease, bool spend_parked);
 
 #endif							/* AW_CLAIM_H */

@@ -819,8 +819,8 @@ aw_claim_topics(PG_FUNCTION_ARGS)
 /*
  * The second half of complete(), fail(), park() and dead_letter() with
  * next_rows (outbox.c), in the settle's transaction: take up to next_rows
- * rows of the settled row's topic (argument argno_next is next_rows,
- * argno_next + 1 the lease).  After complete, fail and dead_letter
+ * rows of the settled row's topic, leased for lease (microseconds; both
+ * checked by the caller before it settled).  After complete, fail and dead_letter
  * (spend_parked) the slot the settle freed goes first to the topic's
  * oldest confirmed park, claimed straight from its fence, else to the
  * oldest visible row; after park, never to a parked row (the consumer just
@@ -832,21 +832,14 @@ aw_claim_topics(PG_FUNCTION_ARGS)
  * topic, a pulse of one slot otherwise (unless park).
  */
 void
-aw_claim_next_check(FunctionCallInfo fcinfo, int argno_next)
-{
-	(void) aw_arg_int_range(fcinfo, argno_next, "next_rows", 0, AW_MAX_ROWS_LIMIT);
-	(void) aw_arg_interval_us(fcinfo, argno_next + 1, "lease");
-}
-
-void
-aw_claim_next(FunctionCallInfo fcinfo, const char *topic, int argno_next,
-			  bool spend_parked)
+aw_claim_next(FunctionCallInfo fcinfo, const char *topic, int32 next_rows,
+			  int64 lease, bool spend_parked)
 {
 	AwClaim    *c = palloc0(sizeof(AwClaim));
 
 	c->rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	c->max_rows = aw_arg_int_range(fcinfo, argno_next, "next_rows", 0, AW_MAX_ROWS_LIMIT);
-	c->lease = aw_arg_interval_us(fcinfo, argno_next + 1, "lease");
+	c->max_rows = next_rows;
+	c->lease = lease;
 	InitMaterializedSRF(fcinfo, 0);
 	c->natts = c->rsinfo->setDesc->natts;
 	if (topic == NULL || c->max_rows == 0)

@@ -547,11 +547,12 @@ aw_settle_next(FunctionCallInfo fcinfo, AwSettleFn settle, int argno_next,
 {
 	char	   *key;
 	AwSettled	s = {0};
-	bool		found;
+	int32		next_rows = aw_arg_int_range(fcinfo, argno_next, "next_rows", 0,
+											 AW_MAX_ROWS_LIMIT);
+	int64		lease = aw_arg_interval_us(fcinfo, argno_next + 1, "lease");
+	bool		found = settle(fcinfo, &key, &s);
 
-	aw_claim_next_check(fcinfo, argno_next);
-	found = settle(fcinfo, &key, &s);
-	aw_claim_next(fcinfo, found ? s.topic : NULL, argno_next, spend_parked);
+	aw_claim_next(fcinfo, found ? s.topic : NULL, next_rows, lease, spend_parked);
 	return (Datum) 0;
 }
 
