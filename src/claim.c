@@ -668,17 +668,6 @@ aw_claim_wait(AwClaim *c, int64 wait)
 			}
 			/* wakes that found nothing to claim are spent */
 			aw_waiting_woken = 0;
-
-			/*
-			 * A pulse handed to it that the probe could not spend stays on
-			 * its topic: the probe met only a park not yet confirmed (its
-			 * commit done, its COMMIT callback not yet run), and a claiming
-			 * round does not mark pending parks woken.  The worker spends
-			 * it, as when a claimer leaves with slots unspent; else that
-			 * park would confirm with no wake and wait for its fence.
-			 */
-			if (aw_set_topics_have_work(aw_waiting_names, aw_waiting_n, ready))
-				aw_wake_worker(MyDatabaseId);
 			now = GetCurrentTimestamp();
 			if (now >= deadline)
 				break;

@@ -833,7 +833,14 @@ aw_set_confirm(AwKind kind, const char *key, uint64 generation, bool *found,
 				aw_shared->counters.wakes_deferred++;
 			e->woken = false;
 			aw_entry_set_state(e, woken ? AW_DUE : AW_CONFIRMED);
-			if (woken)
+
+			/*
+			 * Pulse slots the topic still holds are spent on it now.  A
+			 * claimer handed them may have found this park still pending
+			 * (a claiming round takes confirmed entries only) and gone back
+			 * to sleep: nobody else would wake for them.
+			 */
+			if (woken || t->slots > 0)
 				*wake = AW_WAKE_SPENDER;
 		}
 	}

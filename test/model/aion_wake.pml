@@ -88,9 +88,9 @@
  *                 straight from its fence: aw_claim_next with
  *                 spend_parked), and its fail() may carry next_rows => 1
  *                 (the same, after the fail in the same statement)
- *   FINDING_F10   the code before F10's fix: a claimer whose probe found
- *                 nothing does not wake the worker though the topic still
- *                 has work (slots its claiming round left on the counter)
+ *   FINDING_F10   the code before F10's fix: a park that confirms on a
+ *                 topic that still holds pulse slots (a claiming round left
+ *                 them on the counter) wakes no spender for them
  *   FINDING_F11   the code before F11's fix: a take also takes the entry
  *                 of a row the taker's own transaction settled, finds it
  *                 stale and drops it
@@ -502,6 +502,16 @@ inline set_confirm(r, d)
 #endif
 			printf("MSC: D%d set: confirm gen %d: woken or credit, entry due\n", d, d_gen[d])
 		:: else -> e_state[r] = CONFIRMED;
+#if defined(WAITER) && !defined(FINDING_F10)
+			/*
+			 * slots the topic still holds are spent on it now: a claimer
+			 * handed them may have found it pending (F10's fix)
+			 */
+			if
+			:: slots > 0 -> hand = true
+			:: else -> skip
+			fi;
+#endif
 			printf("MSC: D%d set: confirm gen %d: entry confirmed\n", d, d_gen[d])
 		fi
 	:: else -> printf("MSC: D%d set: confirm gen %d: not found\n", d, d_gen[d])
@@ -1423,16 +1433,6 @@ active proctype waiter()
 		   -> d_step {
 				/* found nothing: the subtransaction rolls back; WaitLatch() */
 				q_busy = false;
-#ifndef FINDING_F10
-				/*
-				 * slots its claiming rounds left on the counter (they never
-				 * mark pending entries woken) go to the worker (F10's fix)
-				 */
-				if
-				:: slots > 0 || any_row(is_due) -> WAKE_WORKER; printf("MSC: Q the topic has work: wake the worker (F10 fix)\n")
-				:: else -> skip
-				fi;
-#endif
 				printf("MSC: Q found nothing, sleeps\n")
 			   };
 			if
