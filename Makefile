@@ -28,7 +28,9 @@ DATA = sql/aion_wake--1.0.sql sql/aion_wake--1.0--1.1.sql
 PGFILEDESC = "aion_wake - parked outbox rows re-offered when capacity frees"
 
 PG_CPPFLAGS = -Iinclude -I$(libpq_srcdir)
-PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
+# -Werror is CI's (COPT in .ci/run and test/versions), not a packager's: a newer
+# compiler's new warning must not break a distribution build
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK_INTERNAL = $(libpq)
 
 REGRESS = setup protocol outbox security limits

@@ -138,7 +138,7 @@ fi
 echo "== sanitize: building with -fsanitize=address,undefined"
 # with_llvm=no: no JIT bitcode, it would not be instrumented anyway.
 # DESTDIR=$R puts the files where the copy's binaries look for them.
-SAN_FLAGS='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined'
+SAN_FLAGS='-Werror -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined'
 make -s -C "$S" PG_CONFIG="$SYS_PG_CONFIG" with_llvm=no COPT="$SAN_FLAGS"
 make -s -C "$S" PG_CONFIG="$SYS_PG_CONFIG" with_llvm=no DESTDIR="$R" install >/dev/null
 SO=$RLIB/lib/aion_wake.so
