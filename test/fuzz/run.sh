@@ -1,20 +1,18 @@
 #!/usr/bin/env bash
 #
 # test/fuzz/run.sh
-#	  Unit-test the pure parts of aion_wake -- the capacity pulse parser
-#	  (src/pulse_parse.c) and the fence heap (src/fence_heap.c) -- and fuzz
-#	  the parser.
+#	  Fuzz the capacity pulse parser (src/pulse_parse.c): the NOTIFY
+#	  payloads it reads come from any session, so they are untrusted input.
 #
 #	  Usage: bash test/fuzz/run.sh [SECONDS]   (default 30)
 #
-#	  1. Builds test/fuzz/unit_pulse_parse.c and test/fuzz/unit_fence_heap.c
-#	     with cc -Wall -Wextra -Werror and runs them.
-#	  2. Builds test/fuzz/fuzz_pulse_parse.c with
-#	     clang -fsanitize=fuzzer,address,undefined and runs it for SECONDS
-#	     seconds on a seed corpus created in a temporary directory.
+#	  Builds test/fuzz/fuzz_pulse_parse.c with
+#	  clang -fsanitize=fuzzer,address,undefined and runs it for SECONDS
+#	  seconds on a seed corpus created in a temporary directory.
 #
-#	  Exits non-zero if the unit test fails, clang is missing, or the fuzzer
-#	  finds a crash (the crashing input is kept and its path printed).
+#	  Exits non-zero if clang is missing or the fuzzer finds a crash (the
+#	  crashing input is kept and its path printed).  The unit tests of the
+#	  pure parts are test/unit/run.sh.
 #
 # Copyright (c) 2026, aion_wake authors
 #
@@ -41,17 +39,6 @@ cleanup()
 }
 trap cleanup EXIT
 
-# --- unit test -----------------------------------------------------------
-cc -std=c99 -Wall -Wextra -Werror -O1 -I "$inc" \
-	-o "$work/unit_pulse_parse" \
-	"$script_dir/unit_pulse_parse.c" "$src"
-"$work/unit_pulse_parse"
-cc -std=c99 -Wall -Wextra -Werror -O1 -I "$inc" \
-	-o "$work/unit_fence_heap" \
-	"$script_dir/unit_fence_heap.c" "$root/src/fence_heap.c"
-"$work/unit_fence_heap"
-
-# --- fuzzer --------------------------------------------------------------
 if ! command -v clang >/dev/null 2>&1; then
 	echo "fuzz: clang not found; install it (apt-get install -y clang) to run the fuzzer" >&2
 	exit 1

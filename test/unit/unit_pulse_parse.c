@@ -3,13 +3,13 @@
  * unit_pulse_parse.c
  *	  Table-driven unit test for the capacity pulse parser.
  *
- *	  Built standalone by test/fuzz/run.sh with
+ *	  Built standalone by test/unit/run.sh with
  *	  "cc -Wall -Wextra -Werror" against src/pulse_parse.c.
  *
  * Copyright (c) 2026, aion_wake authors
  *
  * IDENTIFICATION
- *	  test/fuzz/unit_pulse_parse.c
+ *	  test/unit/unit_pulse_parse.c
  *
  *-------------------------------------------------------------------------
  */

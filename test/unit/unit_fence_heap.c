@@ -13,7 +13,7 @@
  * Copyright (c) 2026, aion_wake authors
  *
  * IDENTIFICATION
- *	  test/fuzz/unit_fence_heap.c
+ *	  test/unit/unit_fence_heap.c
  *
  *-------------------------------------------------------------------------
  */
