@@ -30,7 +30,8 @@
 # HANDOFF_QUIET_MAX s) until other processes use less than
 # HANDOFF_QUIET_CPU CPUs, and it prints what they used during it.
 # Outputs: bench/handoff/results.txt (the table), data/*.dat (sorted
-# latencies), latency_cdf.png / .svg (gnuplot).
+# latencies), data/results.raw (every RESULT line), latency_cdf.png / .svg
+# (gnuplot).  Git keeps all but results.raw, which every run writes afresh.
 #
 # Usage (as root or as postgres):  bench/handoff/run.sh
 # Environment: HANDOFF_PORT (5575), HANDOFF_SAMPLES (1000),

@@ -25,7 +25,10 @@
 # It starts a throwaway cluster (initdb in a mktemp directory, Unix socket
 # only, durability settings left at their defaults) and stops it on exit.
 # Outputs: bench/latency/data/*.dat (sorted latencies per variant),
-# results.txt (the table) and latency_cdf.png / .svg (via latency_cdf.gp).
+# data/results.raw (every RESULT line), data/server.log, results.txt (the
+# table) and latency_cdf.png / .svg (via latency_cdf.gp).  Git keeps the
+# table, the plot and the .dat files it is drawn from; the rest (the log,
+# the raw figures, section 5's explain_*.dat) every run writes afresh.
 #
 # Usage (as root or as postgres):  bench/latency/run.sh
 # Environment:

@@ -22,6 +22,8 @@
 # Outputs: bench/topics/results.txt (the table), data/*.dat (sorted
 # latencies of a), data/results.raw (every RESULT line), data/server.log,
 # and topics_cdf.png / .svg (gnuplot; installed if missing and run as root).
+# Git keeps all but results.raw and server.log, which every run writes
+# afresh.
 # About 3 minutes.
 #
 # Usage (as root -- the server and the harness then run as postgres -- or
