@@ -7,7 +7,7 @@
  *	  input.  The parser is kept in its own file as a pure function with no
  *	  PostgreSQL dependencies (no palloc, no elog, no backend headers) so
  *	  that it can be compiled standalone, unit-tested and fuzzed with
- *	  libFuzzer/ASan/UBSan (see test/fuzz/), while the extension compiles
+ *	  libFuzzer/ASan/UBSan (see test/unit/ and test/fuzz/), while the extension compiles
  *	  exactly the same code.
  *
  *	  Grammar: payload := topic [ ':' slots ]
