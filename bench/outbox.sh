@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/outbox.sh -- cost of the outbox functions against the SQL they
-# replace, and table bloat under park/re-offer churn (issue 3).
+# replace, and table bloat under park/re-offer churn (the 1.0 outbox).
 #
 # A measurement, not a test: it prints figures and PASS/MISS against the
 # targets, and exits 0 either way (non-zero only if a run itself fails).

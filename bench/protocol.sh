@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/protocol.sh -- cost of the shared-memory protocol (issue 2).
+# bench/protocol.sh -- cost of the shared-memory protocol (1.0).
 #
 # A measurement, not a test: it prints figures and PASS/MISS against the
 # targets, and exits 0 either way (non-zero only if a run itself fails).

@@ -31,7 +31,7 @@
  */
 #define AW_VERSION				"1.1"
 
-/* input limits of the SQL interface (see DESIGN.md) */
+/* input limits of the SQL interface (README.md, SQL reference) */
 #define AW_KEY_MAXLEN			255
 #define AW_MAX_ROWS_LIMIT		1000000
 

@@ -75,7 +75,8 @@ typedef struct AwClaimTopic
 	int32		got;			/* rows it took */
 	int32		excess;			/* rows it locked and did not take */
 	bool		limited;
-	uint64		ready_gen;		/* readiness before reserving (rule 3) */
+	uint64		ready_gen;		/* readiness before reserving
+								 * (doc/design.md, Wake rules: 3) */
 	AwReserveRecord *reserve;
 	/* the zero-gap hand-off: leases this transaction settled pass their slots */
 	AwSettledLease *from;		/* the leases, handed of them */
@@ -282,7 +283,8 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
  * first ones of a topic paired with the settled leases whose slots they
  * took over); reserved slots not used go back,
  * and if a row of the topic became claimable since this claim looked, a
- * blocked claimer (which may have found no slot for it) is woken (rule 3).
+ * blocked claimer (which may have found no slot for it) is woken
+ * (doc/design.md, Wake rules: 3).
  * Rows locked and not taken are claimable again when this transaction
  * ends.
  */
@@ -340,7 +342,8 @@ aw_claim_settle_reservations(AwClaim *c)
  * Spend the pulse slots of a topic (the ones handed to this claimer, or a
  * hand-off's own slot) on its oldest confirmed parks, each moved straight
  * from its parked fence to a lease for this claimer: one UPDATE, no
- * re-offer transaction before the claim (issue 17).  At most cap rows.
+ * re-offer transaction before the claim (doc/design.md, The zero-gap
+ * hand-off).  At most cap rows.
  */
 static void
 aw_claim_spend(AwClaim *c, int i, int cap)

@@ -13,7 +13,7 @@
  *	  claim and every settle holds a lock on its topic in share mode until
  *	  its transaction ends, and set_limit() takes it exclusively before it
  *	  counts: no claim or settle of the topic can then change leased_until
- *	  until the limit applies (the "exactness rules" of DESIGN.md).  The
+ *	  until the limit applies (doc/design.md, Exactness rules: 1).  The
  *	  lock is a heavyweight lock on a database object that exists nowhere
  *	  else (pg_extension, the topic's hash, sub-id AW_TOPIC_LOCK_SUBID); in
  *	  pg_locks it is an "object" lock.

@@ -30,7 +30,8 @@
  *	    - one spinlock per worker slot (worker_slots.c): that slot's fields.
  *	  A caller that needs two of them (the topics view: topics, then their
  *	  waiters) copies what it needs under the first, releases it, and then
- *	  takes the second.
+ *	  takes the second.  The heavyweight locks (topic, extension, rows) and
+ *	  their order are in doc/design.md, Locks.
  *
  * Copyright (c) 2026, aion_wake authors
  *
@@ -1052,7 +1053,7 @@ aw_set_abandon_owned_by_me(void)
 }
 
 /* ---------------------------------------------------------------------
- * Spending pulses: "How a pulse is spent" in DESIGN.md.
+ * Spending pulses (doc/design.md, How a pulse is spent).
  * ---------------------------------------------------------------------
  */
 

@@ -419,8 +419,8 @@ aw_waiters_mark_ready(Oid dbid, const char *topic)
  * slots released) while claimers wait on it, or 0 when none waits.  A
  * claim that returns reserved slots unused compares it with the value it
  * read before it looked: a change means a blocked claimer may have found
- * no slot for a row the claim did not see, and must be woken (rule 3 of
- * DESIGN.md's wake rules).  Numbers are never reused.
+ * no slot for a row the claim did not see, and must be woken
+ * (doc/design.md, Wake rules: 3).  Numbers are never reused.
  */
 uint64
 aw_waiters_ready_gen(Oid dbid, const char *topic)

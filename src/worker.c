@@ -696,9 +696,10 @@ aw_worker_check_fences(void)
 												  SPI_tuptable->tupdesc, 1, &isnull));
 			/*
 			 * Of a limited topic, only as many as it has free slots.  Rows
-			 * became claimable: say so first (rule 3), so that a claim whose
+			 * became claimable: say so first, so that a claim whose
 			 * reservation is counted here, and which returns it unused
-			 * because it looked before these fences passed, wakes one.
+			 * because it looked before these fences passed, wakes one
+			 * (doc/design.md, Wake rules: 3).
 			 */
 			if (visible > 0)
 				aw_waiters_mark_ready(MyDatabaseId, checks[i].topic);

@@ -473,7 +473,10 @@ aw_level_undo(AwLevel *l)
 			case AW_REC_SETTLE:
 				if (r->limited)
 					dlist_delete(&r->settled_node);
-				/* the row is claimable again if its lease had ended (rule 1) */
+				/*
+				 * The row is claimable again if its lease had ended
+				 * (doc/design.md, Wake rules: 1).
+				 */
 				if (r->old_fence <= GetCurrentTimestamp())
 					aw_waiters_wake(MyDatabaseId, r->topic, 1);
 				break;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # bench/handoff/run.sh -- the zero-gap hand-off and known capacity, measured
-# (issue 17 "Measure", issue 14 "Measure"):
+# (the measurements asked of the 1.1 hand-off and of known capacity):
 #
 #  1. freed slot -> next call starts, p50 and p99 (handoff.c): the
 #     settle-and-take path (complete(next_rows => 1), unlimited and
@@ -9,12 +9,12 @@
 #     claimer, spent in its claim), the 1.0 three-commit path (complete,
 #     re-offer, claim), and release -> next claim returns for a claimer
 #     blocked on a full limited topic.
-#     Target (issue 14): release -> claim p50 <= 0.3 ms, p99 <= 2 ms.
+#     Target (known capacity): release -> claim p50 <= 0.3 ms, p99 <= 2 ms.
 #  2. claim() throughput on a topic whose limit never binds against an
 #     unlimited topic, pgbench, the two side by side in one run (and each
 #     alone): claim and settle in one statement (in flight <= clients), and
 #     claim alone with hour-long leases (live leases pile up to tens of
-#     thousands).  Target (issue 14): >= 0.9x.
+#     thousands).  Target (known capacity): >= 0.9x.
 #  3. shared memory per lease record, per topic and per parked row, from
 #     pg_shmem_allocations at two settings of each (a cluster started per
 #     setting).

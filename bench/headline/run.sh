@@ -17,9 +17,9 @@
 #            back-off
 #   poll     plain fences + a non-blocking claim, 100 ms sleep when empty
 #
-# Why: this is the figure README.md leads with.  Issue 17 asks for the
-# zero-gap hand-off to be measured against the 1.0 wiring on the same run,
-# five times each, worst and median; issue 14 for the known-capacity wiring
+# Why: this is the figure README.md leads with.  The zero-gap hand-off
+# (1.1) is measured against the 1.0 wiring on the same run, five times
+# each, worst and median, and the known-capacity wiring (set_limit, 1.1)
 # beside them.  The ideal makespan is rows * S / C = 2000 * 20 ms / 4 = 10
 # s.  Targets: handoff makespan <= 1.05 x ideal and utilisation >= 95 %
 # (median), worst run >= 92 %; limit utilisation >= 97 % (median), 0

@@ -20,7 +20,7 @@
  *
  * Modes:
  *   reoffer NAME pulse|notify claim|visible SAMPLES FILE
- *       pulse -> re-offer (issue 4).  Per sample: enqueue, claim and park
+ *       pulse -> re-offer.  Per sample: enqueue, claim and park
  *       (backoff 1 hour) one row of topic 'lat'; then
  *         claim:   a thread blocks in claim('lat', 1, '30 s', '5 s'); once
  *                  status.waiters = 1, the thread's backend sleeps in its
@@ -32,7 +32,7 @@
  *       The pulse is SELECT aion_wake.pulse('lat', 1) or
  *       NOTIFY aion_wake_capacity, 'lat:1'.
  *   enqclaim NAME block|listen|poll SAMPLES FILE
- *       enqueue -> claim (issue 5): a blocking claim woken by the enqueue's
+ *       enqueue -> claim: a blocking claim woken by the enqueue's
  *       commit; a LISTEN/NOTIFY consumer (enqueue + NOTIFY jobs in one
  *       transaction, consumer waits on its socket then claims); a consumer
  *       polling claim() every 100 ms.

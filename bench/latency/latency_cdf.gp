@@ -2,7 +2,7 @@
 #
 #   gnuplot -e "datadir='bench/latency/data'; outbase='bench/latency/latency_cdf'" latency_cdf.gp
 #
-# Left: pulse -> re-offer (issue 4); right: enqueue -> claim (issue 5).
+# Left: pulse -> re-offer; right: enqueue -> claim.
 # Each data file holds sorted latencies (ms) and their cumulative fraction.
 # The x axis is logarithmic; a latency at or below 0.01 ms (the server can
 # act before the causing client has read its own reply) is drawn at 0.01.
@@ -34,7 +34,7 @@ set logscale x 10; set grid xtics ytics mxtics ls 20; set yrange [0:1]; \
 set ytics 0.1; set format x '%g'; set key bottom right Left reverse font ',9' spacing 1.1 box opaque; \
 set xlabel 'latency (ms, log scale)'; set ylabel 'fraction of samples'; \
 set xrange [lo:300]; \
-set title 'pulse -> parked row back (issue 4)'; \
+set title 'pulse -> parked row back'; \
 set arrow 1 from 1, graph 0 to 1, graph 1 nohead lc rgb '#868e96' dt 4; \
 set label 1 'target p50 1 ms' at 1.1, graph 0.03 font ',8' tc rgb '#868e96'; \
 plot f('reoffer_pulse_claim_10') u (clamp($1)):2 w l ls 1 t 'pulse() -> blocked claim, 10 parked', \
@@ -45,7 +45,7 @@ plot f('reoffer_pulse_claim_10') u (clamp($1)):2 w l ls 1 t 'pulse() -> blocked 
      f('reoffer_pulse_visible_big') u (clamp($1)):2 w l ls 6 t 'pulse() -> row visible (poll), '.big, \
      f('reoffer_notify_visible_10') u (clamp($1)):2 w l ls 7 t 'NOTIFY -> row visible (poll), 10', \
      f('reoffer_notify_visible_big') u (clamp($1)):2 w l ls 8 t 'NOTIFY -> row visible (poll), '.big; \
-set title 'enqueue -> claimed (issue 5)'; set key top left; \
+set title 'enqueue -> claimed'; set key top left; \
 plot f('enqclaim_block') u (clamp($1)):2 w l ls 11 t 'claim(wait) blocked', \
      f('enqclaim_listen') u (clamp($1)):2 w l ls 12 t 'LISTEN/NOTIFY + claim', \
      f('enqclaim_poll100ms') u (clamp($1)):2 w l ls 13 t 'claim() polled every 100 ms'; \

@@ -248,7 +248,7 @@ lat_row() { # LABEL NAME
 	echo "return to its client (\"from send\": from the moment it was sent); \"others\": CPUs used meanwhile"
 	echo "by processes outside this run (the machine has $(nproc)); nice level of this run: $NICE"
 	echo
-	echo "1. pulse -> re-offer (issue 4)"
+	echo "1. pulse -> re-offer"
 	printf "$row_fmt" "" p50 p99 max "p50 send" others
 	for tag in 10 big; do
 		size=$([ "$tag" = 10 ] && echo 10 || echo "$BALLAST")
@@ -282,7 +282,7 @@ lat_row() { # LABEL NAME
 	echo "  pulse() / NOTIFY tps: x$(ratio "$tp" "$tn"); worker us, listen us: CPU time of the worker and of its"
 	echo "  listener backend per transaction; wk wakes: the worker's context switches per transaction"
 	echo
-	echo "3. enqueue -> claim (issue 5)"
+	echo "3. enqueue -> claim"
 	printf "$row_fmt" "" p50 p99 max "p50 send" others
 	lat_row "blocking claim(wait => '5 s')" block
 	lat_row "LISTEN/NOTIFY, then claim()" listen

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 #
-# bench/topics/run.sh -- one claimer waiting on many topics (issue 15):
+# bench/topics/run.sh -- one claimer waiting on many topics (1.1):
 # what claim(topics[], ..., wait) costs and saves.  A measurement, not a
 # test: it prints a table with PASS/MISS against the targets and exits 0
 # either way (non-zero only if the run itself fails).

@@ -1,5 +1,5 @@
 /*
- * bench/topics/topics.c -- one claimer waiting on many topics (issue 15):
+ * bench/topics/topics.c -- one claimer waiting on many topics (1.1):
  * latency, backends and idle cost.  Driven by bench/topics/run.sh, which
  * starts the cluster and builds this file; connection settings come from
  * the usual libpq environment (PGHOST, PGPORT, PGDATABASE, PGUSER).

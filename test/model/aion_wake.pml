@@ -3,7 +3,7 @@
  * capacity pulses, checked by spin (run it with test/model/run.sh; what is
  * modelled and what is not is in test/model/README.md).
  *
- * Why: G2 (no lost wake) and G3 (one writer per row) of DESIGN.md are about
+ * Why: G2 (no lost wake) and G3 (one writer per row) of doc/design.md are about
  * interleavings -- a pulse landing while a park is pending, a park racing a
  * re-offer, a rollback racing the worker -- that SQL tests hit only by luck.
  * Here spin tries every interleaving of two dispatchers, the worker, a pulse
@@ -48,7 +48,7 @@
  * waking the worker, and a claimer that leaves with the topic's work
  * unspent wakes the worker: that is modelled with WAITER (below).
  *
- * Since issue 17 (the zero-gap hand-off) a claimer spends a pulse handed
+ * Since the zero-gap hand-off (1.1) a claimer spends a pulse handed
  * to it, and complete()/fail() with next_rows the slot their settle
  * frees, inside the claim: aw_claim_spend() runs claiming rounds of
  * aw_reoffer_step() (r.claim set, slot_cap, own_slots) that take the
@@ -649,7 +649,7 @@ inline take_one(t, who, r)
  * aw_take_topic(), by taker t.  cap == 0: a plain round (the worker, for a
  * topic on the work list): every slot of the topic is spent, on due
  * entries, confirmed entries, pending ones (woken) and as credit.  cap > 0:
- * a claiming round (issue 17: aw_claim_spend() sets slot_cap and own_slots
+ * a claiming round (the hand-off: aw_claim_spend() sets slot_cap and own_slots
  * of aw_reoffer_step(); a claimer handed a pulse, or complete()/fail() with
  * next_rows spending the slot its settle freed): at most cap slots, the
  * caller's own first (own: the freed slot, not a pulse slot of the

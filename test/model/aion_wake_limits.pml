@@ -4,6 +4,9 @@
  * with test/model/run.sh; what is modelled and what is not is in
  * test/model/README.md, section "Limits and many-topic waits").
  *
+ * G8 and G9 are guarantees of doc/design.md; "rule N" below is its Wake
+ * rules: N (section "Wake rules").
+ *
  * Why: G8 says a limited topic never has more live leases than its limit
  * and that no slot idles while a claimer of the topic waits and a row of it
  * is claimable; G9 says no waiter sleeps while one of its topics holds a row

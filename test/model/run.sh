@@ -15,7 +15,7 @@
 #   4. mutants M1..M7 (on top of 1; M5 and M6 without a lease_token, where
 #      F7 and F6 were found; M7 on top of 3) -> each must be rejected, by
 #                                                  the property it breaks
-#   5. the direct hand-off of issue 17 (README: "The direct hand-off"): the
+#   5. the zero-gap hand-off (README: "The direct hand-off"): the
 #      claimer of 3 and complete()/fail() with next_rows (-DNEXT_ROWS)
 #      claim a parked row straight from its fence; they must hold (the
 #      code has the fixes of F10 and F11), the code before each of those

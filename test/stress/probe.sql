@@ -9,9 +9,10 @@
 --   mode 3: pulse() after the park committed;
 --   mode 4: a 20 ms back-off, pulse() from another session while pending,
 --           and a commit after the fence has passed: the wake then finds a
---           row that is claimable already, and must move nothing (DESIGN:
---           "its fence passed ... its slot goes back"); the checker flags a
---           re-offer that pushed a passed fence later.
+--           row that is claimable already, and must move nothing (its
+--           fence passed, so its slot goes back: doc/design.md, The three
+--           steps); the checker flags a re-offer that pushed a passed fence
+--           later.
 -- In modes 1-3 the row is the only one parked in its topic, so it must come
 -- back: a claim that waits up to 10 s must get it (50 s more are allowed
 -- for a stalled machine: probe_slow).  If it does not, although the park

@@ -1,7 +1,7 @@
 # Copyright (c) 2026, aion_wake authors
 #
 # 014_inflight_terminate.pl: a claimer terminated while it spends a pulse
-# (issue 11, case 1; G2).
+# (a defect of 1.0; G2).
 #
 # A pulse of a topic with a blocked claimer goes to that claimer, which
 # takes the topic's parked entries (they are then in flight, holding the

@@ -1,7 +1,8 @@
 # Copyright (c) 2026, aion_wake authors
 #
 # 015_fence_before_commit.pl: a row whose fence passes before its
-# transaction commits wakes a waiter at that commit (issue 11, case 2; G5).
+# transaction commits wakes a waiter at that commit (a defect of 1.0; G5;
+# doc/design.md, Fences that pass).
 #
 # When a fence passes, nobody commits, so the worker keeps per topic with
 # waiters the next fence, sleeps until it and counts the rows that became

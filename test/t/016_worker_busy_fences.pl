@@ -1,7 +1,8 @@
 # Copyright (c) 2026, aion_wake authors
 #
 # 016_worker_busy_fences.pl: waiters registered while the worker is busy
-# are woken at their fences once it is free (issue 11, case 3; G5).
+# are woken at their fences once it is free (a defect of 1.0; G5;
+# doc/design.md, Fences that pass).
 #
 # A waiter on a topic whose next fence nobody knows asks the worker to look
 # it up, and the worker then wakes it when that fence passes.  Two defects

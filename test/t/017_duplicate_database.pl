@@ -1,7 +1,7 @@
 # Copyright (c) 2026, aion_wake authors
 #
 # 017_duplicate_database.pl: a database named twice in aion_wake.database
-# gets one worker (issue 11, case 4; G7).
+# gets one worker (a defect of 1.0; G7).
 #
 # aion_wake.database is a list of identifiers, folded to lower case unless
 # quoted, so 'postgres, POSTGRES' names postgres twice.  Each name got a

@@ -1,7 +1,7 @@
 # Copyright (c) 2026, aion_wake authors
 #
 # 018_drop_database.pl: a served database can be dropped and renamed
-# (issue 11, case 9).
+# (a defect of 1.0).
 #
 # The worker of a database and its listening connection stay connected to
 # it, so DROP DATABASE failed ("being accessed by other users") and so did

@@ -1,8 +1,8 @@
 # Copyright (c) 2026, aion_wake authors
 #
 # 022_junk_pulses.pl: a role with no grants cannot disable the fast path
-# with raw NOTIFY, nor read the listening connection's error (issue 11,
-# case 5).
+# with raw NOTIFY, nor read the listening connection's error (a defect of
+# 1.0; G6).
 #
 # Any client may send a raw pulse (NOTIFY aion_wake_capacity): that is the
 # point of the wire.  Each pulse for a topic name the table did not hold

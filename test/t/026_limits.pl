@@ -1,7 +1,7 @@
 # Copyright (c) 2026, aion_wake authors
 #
-# 026_limits.pl: known capacity (DESIGN.md "Known capacity: limits (version
-# 1.1)", G8), through the SQL interface and the wakes it promises.
+# 026_limits.pl: known capacity (doc/design.md, Limits; G8), through the
+# SQL interface and the wakes it promises.
 #
 #   (a) set_limit() applies at commit, not before; a rolled-back set_limit()
 #       (or one rolled back to a savepoint) changes nothing;

@@ -1,7 +1,7 @@
 # Copyright (c) 2026, aion_wake authors
 #
 # 027_limits_restart.pl: known capacity across restarts and crashes (G8
-# under faults; DESIGN.md "Known capacity: limits (version 1.1)").
+# under faults; doc/design.md, Limits and Exactness rules: 3).
 #
 #   (a) pg_terminate_backend() of the worker, while shared memory survives:
 #       the counts are kept (an open claim's lease too, which no rebuild from

@@ -1,7 +1,7 @@
 # Copyright (c) 2026, aion_wake authors
 #
-# 028_upgrade.pl: the update path from 1.0 (DESIGN.md "Supported PostgreSQL
-# and shipping (version 1.1)", issue 14 item 1).
+# 028_upgrade.pl: the update path from 1.0 (README.md, Deploying:
+# Upgrading; every schema change ships an update script that CI runs).
 #
 #   (a) CREATE EXTENSION aion_wake VERSION '1.0': the library serves the 1.0
 #       schema; enqueue, claim (a waiting one too), park, a pulse's re-offer,

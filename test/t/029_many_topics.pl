@@ -1,8 +1,8 @@
 # Copyright (c) 2026, aion_wake authors
 #
 # 029_many_topics.pl: one claimer waiting on many topics
-# (claim(topics[], max_rows, lease, wait), DESIGN.md "Waiting on many
-# topics" and G9).
+# (claim(topics[], max_rows, lease, wait); doc/design.md, Many-topic
+# waits; G9).
 #
 # A claim over up to 64 topics registers on each; a row made claimable on
 # any of them wakes exactly one waiter registered on that topic, the oldest;

@@ -1,8 +1,7 @@
 # Copyright (c) 2026, aion_wake authors
 #
-# 030_handoff.pl: the zero-gap hand-off (issue 17; DESIGN.md "Known
-# capacity: limits (version 1.1)", its exactness rule for the hand-off and
-# wake rule 1; G2, G3, G4, G8).
+# 030_handoff.pl: the zero-gap hand-off (doc/design.md, The zero-gap
+# hand-off, Exactness rules: 5 and Wake rules: 1; G2, G3, G4, G8).
 #
 # complete, fail, park and dead_letter with next_rows settle a lease and
 # take up to next_rows rows of the same topic in the same statement and
@@ -34,7 +33,8 @@
 #       then wakes it;
 #   (f) a rollback of the hand-off gives the slot back to the old lease
 #       (in_flight unchanged, no claim gets it) and the row taken is
-#       claimable again: one blocked claimer wakes and takes it (rule 1);
+#       claimable again: one blocked claimer wakes and takes it (Wake
+#       rules: 1);
 #       a hand-off that took nothing keeps the old lease's slot until its
 #       commit, and a rollback of it too; its commit releases the slot;
 #   (g) a new lease that ends while the hand-off transaction is open keeps

@@ -2,16 +2,16 @@
 #
 # 031_reservation_fence.pl: a fence that passes while a claim holds the
 # topic's only slot reserved wakes a blocked claimer when that claim gives
-# the slot back unused (G8, G9; wake rule 3 of DESIGN.md's limits section).
+# the slot back unused (G8, G9; doc/design.md, Wake rules: 3).
 #
 # Found by the spin model of limits (test/model/aion_wake_limits.pml,
 # finding F8).  The worker, looking at a limited topic's passed fences,
 # wakes at most as many claimers as the topic has free slots, and a slot
 # reserved by a claim under way is not free.  That claim looked at the
 # topic before the fence passed, so it does not take the row, and it gives
-# its reservation back.  Rule 3 says it must then wake one blocked claimer
-# if a row became claimable since it looked; but the worker recorded that
-# only when it woke someone, and here it woke nobody.  The blocked claimer
+# its reservation back.  Wake rule 3 says it must then wake one blocked
+# claimer if a row became claimable since it looked; but the worker recorded
+# that only when it woke someone, and here it woke nobody.  The blocked claimer
 # slept to its deadline beside a free slot and a claimable row.
 #
 # Topic f8 has limit 1 and one row, r1, delayed 2 s; W blocks on f8.  A
