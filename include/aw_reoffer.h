@@ -37,6 +37,7 @@ typedef struct AwReoffer
 	int			max;			/* candidates the next round may take */
 	int			slot_cap;		/* pulse slots it may still spend; 0: all */
 	int			own_slots;		/* slots the caller brings */
+	int			own_unspent;	/* ... that no round could spend */
 	bool		done;			/* nothing left to re-offer now */
 	AwReofferClaim *claim;		/* claim the rows moved, or NULL */
 } AwReoffer;

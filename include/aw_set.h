@@ -126,6 +126,9 @@ typedef struct AwTakeBatch
 	int			slots;			/* rows this round may move */
 	int			slot_cap;		/* take at most this many slots; 0: all */
 	int			own_slots;		/* slots the caller brings (spent first) */
+	int			own;			/* ... of them, counted in slots */
+	int			own_left;		/* ... of those, not spent (aw_set_settle) */
+	bool		claiming;		/* a round that leases the rows it moves */
 	bool		(*skip) (const char *key);	/* entries the round leaves alone */
 	bool		settled;
 	AwTake	   *takes;

@@ -1184,6 +1184,8 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 		used = avail;
 	}
 	t->slots -= (used > own) ? used - own : 0;
+	b->own = (int) Min(own, used);
+	b->own_left = 0;
 	/* due entries waiting to be retried keep the topic on the work list */
 	if (t->in_work && t->slots == 0 && dlist_is_empty(&t->due))
 	{
@@ -1296,7 +1298,9 @@ aw_entry_taken_by_me(AwEntry *e, const AwTake *take)
  * entries keep one each and are retried after a short, growing delay (so
  * that if the lock holder rolls back the row is still re-offered, and if it
  * changes the row its forget at commit gives the slot back); the others go
- * back to the confirmed list.  Slots the round did not use at all go back to
+ * back to the confirmed list.  The caller's own slots are the exception:
+ * what the rows moved did not spend of them is handed back in b->own_left,
+ * and no entry keeps one.  Slots the round did not use at all go back to
  * the topic, for the caller's next round to spend (G2).  An entry that a
  * newer park replaced meanwhile is left alone.  Returns AW_WAKE_WORKER when
  * the worker must learn of a retry time.  Never raises: the ABORT callback
@@ -1306,15 +1310,27 @@ AwWake
 aw_set_settle(AwTakeBatch *b)
 {
 	int			i;
-	int			slots_left = b->slots;
+	int			slots_left;
 	bool		wake_worker = false;
 	TimestampTz now = GetCurrentTimestamp();
+
+	int			moved = 0;
 
 	for (i = 0; i < b->n; i++)
 	{
 		if (b->outcomes[i] == AW_TAKE_MOVED)
-			slots_left--;
+			moved++;
 	}
+
+	/*
+	 * The rows moved spend the caller's own slots first.  An own slot left
+	 * over goes back to the caller, never to a row found locked nor to the
+	 * topic: it was never a pulse.  The caller spends it on a visible row
+	 * or turns it into a pulse at its commit, so it is spent once; and if
+	 * the caller's transaction rolls back, the slot never existed.
+	 */
+	b->own_left = Max(0, b->own - moved);
+	slots_left = b->slots - moved - b->own_left;
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < b->n; i++)
@@ -1373,14 +1389,18 @@ aw_set_settle(AwTakeBatch *b)
  * its entries back as though every row were still parked (locked): each of
  * its slots stays with one of them, retried shortly.  A settled round's
  * moved rows are parked again, their UPDATE rolled back: their entries come
- * back holding a slot each, to be re-offered at once (G2).  Either way the
- * worker must look: at the slots and due entries left (AW_WAKE_WORKER),
- * since no next round of this caller will.  Never raises.
+ * back holding a slot each, to be re-offered at once (G2) -- but for those
+ * the caller's own slots moved (a hand-off's freed slot, which a rollback
+ * of the settle unmakes): they come back confirmed, holding none.  Either
+ * way the worker must look: at the slots and due entries left
+ * (AW_WAKE_WORKER), since no next round of this caller will.  Never
+ * raises.
  */
 AwWake
 aw_set_undo_take(AwTakeBatch *b)
 {
 	int			i;
+	int			own_moved;
 
 	if (!b->settled)
 	{
@@ -1389,6 +1409,8 @@ aw_set_undo_take(AwTakeBatch *b)
 		(void) aw_set_settle(b);
 		return b->n > 0 ? AW_WAKE_WORKER : AW_WAKE_NONE;
 	}
+	/* the rows the caller's own slots moved: those slots never existed */
+	own_moved = b->own - b->own_left;
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < b->n; i++)
 	{
@@ -1409,7 +1431,13 @@ aw_set_undo_take(AwTakeBatch *b)
 		if (found)
 			continue;			/* a newer park of the row */
 		aw_entry_fill(e, t, tk->attempt, tk->parked_at, tk->fence);
-		aw_entry_link(e, AW_DUE);
+		if (own_moved > 0)
+		{
+			own_moved--;
+			aw_entry_link(e, AW_CONFIRMED);
+		}
+		else
+			aw_entry_link(e, AW_DUE);
 	}
 	LWLockRelease(aw_shared->lock);
 	b->n = 0;

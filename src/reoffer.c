@@ -32,12 +32,14 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "aw_plans.h"
@@ -86,6 +88,22 @@ static const char aw_cas_sql[] =
 "                   AND o.visible_after OPERATOR(pg_catalog.>) $3 "
 "                   AND o.parked_at IS NOT NULL) v";
 
+/*
+ * Which candidates are still parked at their fence, by the latest committed
+ * state of their rows: read with a fresh snapshot, never the caller's
+ * transaction snapshot (see aw_reoffer_execute).
+ */
+static const char aw_parked_sql[] =
+"SELECT t.n FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) "
+"                 WITH ORDINALITY AS t(k, f, n) "
+" WHERE EXISTS (SELECT 1 FROM aion_wake.outbox o "
+"                WHERE o.dispatch_key OPERATOR(pg_catalog.=) t.k "
+"                  AND o.visible_after OPERATOR(pg_catalog.=) t.f "
+"                  AND o.visible_after OPERATOR(pg_catalog.>) $3 "
+"                  AND o.parked_at IS NOT NULL)";
+
+static SPIPlanPtr aw_parked_plan = NULL;
+
 /* The kept plan of a plain (claim = false) or claiming round. */
 static SPIPlanPtr
 aw_cas_plan(bool claim)
@@ -130,6 +148,7 @@ aw_reoffer_execute(AwTakeBatch *b, AwReofferClaim *claim)
 	Datum	   *fences = palloc(sizeof(Datum) * b->n);
 	Datum		args[5];
 	int			moved = 0;
+	int			stale = 0;
 	int			i;
 	uint64		r;
 
@@ -166,7 +185,45 @@ aw_reoffer_execute(AwTakeBatch *b, AwReofferClaim *claim)
 		else if (DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull)))
 			b->outcomes[pos - 1] = AW_TAKE_VALID;
 		else
+		{
 			b->outcomes[pos - 1] = AW_TAKE_STALE;
+			stale++;
+		}
+	}
+
+	/*
+	 * Under REPEATABLE READ or SERIALIZABLE the statement above judged the
+	 * rows by the transaction's snapshot, which may predate their parks: a
+	 * park committed since looks stale, and its entry would be dropped
+	 * although the row waits at its fence.  So a candidate that looked
+	 * stale is judged again by the latest committed state (a read only, as
+	 * PostgreSQL's own foreign key checks do at these levels), and if it is
+	 * still parked its entry is kept.  The row itself is not moved by this
+	 * transaction: updating a version its snapshot cannot see is what
+	 * these levels refuse (40001).  The entry stays for a re-offer that can
+	 * see it, and the slot is not spent on it.
+	 */
+	if (stale > 0 && IsolationUsesXactSnapshot())
+	{
+		static const Oid types[3] = {TEXTARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZOID};
+		int			rc;
+
+		rc = SPI_execute_snapshot(aw_plan_prepare(&aw_parked_plan, aw_parked_sql, 3, types),
+								  args, NULL, GetLatestSnapshot(), InvalidSnapshot,
+								  true, false, 0);
+		if (rc != SPI_OK_SELECT)
+			elog(ERROR, "aion_wake statement failed: %s (expected %s)",
+				 SPI_result_code_string(rc), SPI_result_code_string(SPI_OK_SELECT));
+		for (r = 0; r < SPI_processed; r++)
+		{
+			bool		isnull;
+			int64		pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r],
+														  SPI_tuptable->tupdesc, 1,
+														  &isnull));
+
+			if (pos >= 1 && pos <= b->n && b->outcomes[pos - 1] == AW_TAKE_STALE)
+				b->outcomes[pos - 1] = AW_TAKE_VALID;
+		}
 	}
 	pfree(keys);
 	pfree(fences);
@@ -180,6 +237,7 @@ aw_reoffer_start(AwReoffer *r)
 	r->max = AW_ROUND_MIN;
 	r->slot_cap = 0;
 	r->own_slots = 0;
+	r->own_unspent = 0;
 	r->done = false;
 	r->claim = NULL;
 }
@@ -203,10 +261,13 @@ aw_reoffer_step(const char *topic, uint64 add_slots, AwReoffer *r,
 
 	b->slot_cap = r->slot_cap;
 	b->own_slots = r->own_slots;
+	b->claiming = (r->claim != NULL);
 	aw_set_take(b, add_slots, r->want);
 	taken = b->n;
 	if (taken == 0)
 	{
+		r->own_unspent += r->own_slots;
+		r->own_slots = 0;
 		r->done = true;
 		return 0;
 	}
@@ -235,13 +296,26 @@ aw_reoffer_step(const char *topic, uint64 add_slots, AwReoffer *r,
 	if (moved > 0 && notify_ready && r->claim == NULL)
 		Async_Notify("aion_wake_ready", topic);
 
-	/* the caller's own slots are spent by the first round, used or not */
-	r->own_slots = 0;
+	/*
+	 * The caller's own slots this round did not spend (aw_set_settle hands
+	 * them back): the next round tries them further on when this one met
+	 * stale entries or ran out of room; else every candidate was tried (the
+	 * rest locked, or not moved by this transaction), and they go back to
+	 * the caller unspent.
+	 */
+	r->own_slots -= b->own - b->own_left;
+	if (!(stale > 0 || taken == r->max))
+	{
+		r->own_unspent += r->own_slots;
+		r->own_slots = 0;
+	}
 	if (r->slot_cap > 0)
 	{
 		r->slot_cap -= Min(moved, r->slot_cap);
 		if (r->slot_cap == 0)
 		{
+			r->own_unspent += r->own_slots;
+			r->own_slots = 0;
 			r->done = true;
 			return moved;
 		}

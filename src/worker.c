@@ -489,6 +489,13 @@ aw_begin(const char *activity)
 {
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
+
+	/*
+	 * Whatever default_transaction_isolation says: a re-offer judges each
+	 * row by its latest committed state, and every statement must see the
+	 * parks committed before it (set before the first snapshot is taken).
+	 */
+	XactIsoLevel = XACT_READ_COMMITTED;
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	debug_query_string = activity;
