@@ -110,6 +110,7 @@ extern bool aw_xact_will_forget(const char *key);
 
 /* a capacity pulse, added up per topic, delivered at commit */
 extern void aw_xact_record_pulse(const char *topic, int32 slots);
+extern void aw_xact_record_handoff_pulse(const char *topic);
 
 /* rows of a topic become claimable at commit: wake as many waiters */
 extern void aw_xact_record_ready(const char *topic, int64 rows);

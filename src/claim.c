@@ -834,9 +834,18 @@ aw_claim_next(FunctionCallInfo fcinfo, const char *topic, int32 next_rows,
 	c->lease = lease;
 	InitMaterializedSRF(fcinfo, 0);
 	c->natts = c->rsinfo->setDesc->natts;
-	if (topic == NULL || c->max_rows == 0)
+	if (topic == NULL)
 		return;
 	c->served = aw_database_is_served();
+	if (c->max_rows == 0)
+	{
+		int32		max_in_flight;
+
+		/* takes nothing, as asked: the freed slot is a pulse, as below */
+		if (spend_parked && c->served && !aw_set_topic_limited(topic, &max_in_flight))
+			aw_xact_record_handoff_pulse(topic);
+		return;
+	}
 	strlcpy(c->topics[0].name, topic, sizeof(c->topics[0].name));
 	c->names[0] = c->topics[0].name;
 	c->ntopics = 1;
@@ -850,5 +859,5 @@ aw_claim_next(FunctionCallInfo fcinfo, const char *topic, int32 next_rows,
 
 	/* nothing taken on an unlimited topic: the freed slot is a pulse */
 	if (c->claimed == 0 && spend_parked && !c->topics[0].limited && c->served)
-		aw_xact_record_pulse(c->topics[0].name, 1);
+		aw_xact_record_handoff_pulse(c->topics[0].name);
 }

@@ -10,8 +10,9 @@
  *	  LWLocks.  At ABORT, parks are abandoned (a replaced confirmed entry
  *	  comes back) and re-offer rounds are undone; at ROLLBACK TO SAVEPOINT
  *	  the same happens to the work of the subtransactions rolled back.
- *	  PREPARE TRANSACTION is refused when parks, pulses or re-offers were
- *	  recorded, because COMMIT PREPARED runs no callbacks in this backend.
+ *	  PREPARE TRANSACTION is refused when parks, pulses or re-offers that
+ *	  moved rows were recorded, because COMMIT PREPARED runs no callbacks in
+ *	  this backend.
  *
  *	  Work is kept in a stack of levels, one per subtransaction that
  *	  recorded something, innermost on top.  A level holds a list of
@@ -83,6 +84,8 @@ typedef struct AwRecord
 typedef enum AwSumKind
 {
 	AW_SUM_PULSE,				/* slots */
+	AW_SUM_HANDOFF_PULSE,		/* slots of settles with next_rows that took
+								 * nothing */
 	AW_SUM_READY,				/* rows made claimable */
 	AW_SUM_CLAIMED,				/* rows claimed */
 	AW_SUM_RELEASED,			/* rows locked, not taken: claimable either way */
@@ -369,6 +372,13 @@ aw_xact_record_pulse(const char *topic, int32 slots)
 	aw_add_count(AW_SUM_PULSE, topic, slots);
 }
 
+/* The freed slot of a settle with next_rows that took nothing: a pulse. */
+void
+aw_xact_record_handoff_pulse(const char *topic)
+{
+	aw_add_count(AW_SUM_HANDOFF_PULSE, topic, 1);
+}
+
 void
 aw_xact_record_ready(const char *topic, int64 rows)
 {
@@ -578,6 +588,7 @@ aw_level_commit(AwLevel *l)
 			switch ((AwSumKind) s->key.kind)
 			{
 				case AW_SUM_PULSE:
+				case AW_SUM_HANDOFF_PULSE:
 					if (aw_set_add_slots(s->key.topic, s->count, true))
 						aw_waiters_wake_for(AW_WAKE_SPENDER, MyDatabaseId, s->key.topic);
 					break;
@@ -614,11 +625,24 @@ aw_level_before_commit(AwLevel *l)
 	}
 }
 
-/* Does this transaction hold work that COMMIT PREPARED could not settle? */
-static bool
+/*
+ * Does this transaction hold work that COMMIT PREPARED could not settle?
+ * Returns AW_HELD_NONE, or what: the hand-off's own (a parked row a claiming
+ * round took, a settle's freed slot turned into a pulse) is told apart, so
+ * that the error can name it.  A round that moved nothing holds nothing.
+ */
+typedef enum AwHeld
+{
+	AW_HELD_NONE,
+	AW_HELD_WORK,
+	AW_HELD_HANDOFF
+} AwHeld;
+
+static AwHeld
 aw_holds_unpreparable_work(void)
 {
 	AwLevel    *l;
+	AwHeld		held = AW_HELD_NONE;
 
 	for (l = aw_level; l != NULL; l = l->parent)
 	{
@@ -631,13 +655,20 @@ aw_holds_unpreparable_work(void)
 			switch (r->kind)
 			{
 				case AW_REC_PARK:
-				case AW_REC_TAKE:
 				case AW_REC_LEASES:
 				case AW_REC_LIMIT:
-					return true;
+					return AW_HELD_WORK;
+				case AW_REC_TAKE:
+					if (r->batch->n > 0)
+					{
+						if (!r->batch->claiming)
+							return AW_HELD_WORK;
+						held = AW_HELD_HANDOFF;
+					}
+					break;
 				case AW_REC_SETTLE:
 					if (r->limited)
-						return true;
+						return AW_HELD_WORK;
 					break;
 				case AW_REC_RESERVE:
 				case AW_REC_FORGET:
@@ -655,18 +686,21 @@ aw_holds_unpreparable_work(void)
 				if (s->key.kind == AW_SUM_PULSE)
 				{
 					hash_seq_term(&status);
-					return true;
+					return AW_HELD_WORK;
 				}
+				if (s->key.kind == AW_SUM_HANDOFF_PULSE)
+					held = AW_HELD_HANDOFF;
 			}
 		}
 	}
-	return false;
+	return held;
 }
 
 static void
 aw_xact_callback(XactEvent event, void *arg)
 {
 	AwLevel    *l;
+	AwHeld		held;
 
 	/* every record was undone (ROLLBACK TO): the lists are gone with them */
 	if (aw_level == NULL)
@@ -678,7 +712,14 @@ aw_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			if (aw_holds_unpreparable_work())
+			held = aw_holds_unpreparable_work();
+			if (held == AW_HELD_HANDOFF)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction whose settle with next_rows took a parked row or turned its freed slot into a pulse"),
+						 errdetail("COMMIT PREPARED runs in another session, which cannot settle what aion_wake holds in shared memory for this transaction. A settle with next_rows that takes a visible row holds nothing there and can be prepared."),
+						 errhint("Settle with next_rows in a transaction of its own, or settle without next_rows in the prepared one.")));
+			if (held != AW_HELD_NONE)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that has called aion_wake.park(), aion_wake.pulse(), aion_wake.reoffer() or aion_wake.set_limit(), or claimed or settled a row of a limited topic"),
