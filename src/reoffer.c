@@ -299,12 +299,13 @@ aw_reoffer_step(const char *topic, uint64 add_slots, AwReoffer *r,
 	/*
 	 * The caller's own slots this round did not spend (aw_set_settle hands
 	 * them back): the next round tries them further on when this one met
-	 * stale entries or ran out of room; else every candidate was tried (the
-	 * rest locked, or not moved by this transaction), and they go back to
-	 * the caller unspent.
+	 * stale entries (dropped now, so each such round gets further); else
+	 * the candidates it could reach were locked or not movable by this
+	 * transaction, and would only be met again: they go back to the caller
+	 * unspent.
 	 */
 	r->own_slots -= b->own - b->own_left;
-	if (!(stale > 0 || taken == r->max))
+	if (stale == 0)
 	{
 		r->own_unspent += r->own_slots;
 		r->own_slots = 0;
