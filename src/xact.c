@@ -764,9 +764,10 @@ aw_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PREPARE:
 
 			/*
-			 * Only forgets and waiter wakes can be left.  COMMIT PREPARED
-			 * runs no callbacks here: entries of forgotten rows fail their
-			 * compare-and-set, and waiters wake at their fence or deadline.
+			 * Only forgets, rounds that moved nothing and waiter wakes can
+			 * be left.  COMMIT PREPARED runs no callbacks here: entries of
+			 * forgotten rows fail their compare-and-set, and waiters wake at
+			 * their fence or deadline.
 			 */
 			aw_level = NULL;
 			aw_settled = NULL;
