@@ -141,9 +141,15 @@ aw_arg_topic(FunctionCallInfo fcinfo, int argno)
 	return text_to_cstring(t);
 }
 
+/* the longest interval an argument may be: 1000 years, as intervals count them */
+#define AW_MAX_INTERVAL_US \
+	((int64) 1000 * MONTHS_PER_YEAR * DAYS_PER_MONTH * USECS_PER_DAY)
+
 /*
  * A non-negative interval argument, in microseconds.  Months count as 30
- * days, as in interval arithmetic on a fixed-length basis.
+ * days, as in interval arithmetic on a fixed-length basis, so a year is
+ * 360 days and the bound is exactly '1000 years' (which PostgreSQL's own
+ * comparison of intervals agrees with).
  */
 int64
 aw_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name)
@@ -157,11 +163,11 @@ aw_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (pg_mul_s64_overflow((int64) iv->month * DAYS_PER_MONTH + iv->day,
 							USECS_PER_DAY, &days_us) ||
 		pg_add_s64_overflow(iv->time, days_us, &us) ||
-		us > (int64) 1000 * 365 * USECS_PER_DAY)
+		us > AW_MAX_INTERVAL_US)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s is out of range", name),
-				 errdetail("It may be at most 1000 years.")));
+				 errdetail("It may be at most 1000 years, a month counting as 30 days.")));
 	if (us < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

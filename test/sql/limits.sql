@@ -152,3 +152,12 @@ SELECT aion_wake.set_limit('mb', NULL);
 SELECT aion_wake.set_limit('hx', NULL);
 SELECT aion_wake.set_limit('hy', NULL);
 DELETE FROM aion_wake.outbox;
+
+-- intervals: at most 1000 years, a month counting as 30 days
+SELECT err($$SELECT * FROM aion_wake.claim('iv', 1, '1013 years')$$);
+SELECT err($$SELECT * FROM aion_wake.claim('iv', 1, '1000 years 1 microsecond')$$);
+SELECT err($$SELECT * FROM aion_wake.claim('iv', 1, '360001 days')$$);
+SELECT err($$SELECT * FROM aion_wake.claim('iv', 1, '1000 years')$$);
+SELECT err($$SELECT aion_wake.enqueue('iv', '{}', 'iv', '11999 months 30 days')$$);
+
+DELETE FROM aion_wake.outbox;
