@@ -62,7 +62,8 @@ typedef struct AwRecord
 {
 	dlist_node	node;
 	AwRecordKind kind;
-	dlist_node	settled_node;	/* SETTLE of a limited topic: in its topic's list */
+	dlist_node	settled_node;	/* SETTLE of a limited topic: in its topic's
+								 * list; LIMIT: in aw_limit_records */
 	AwParkRecord park;			/* PARK */
 	uint64		generation;		/* FORGET: the entry's */
 	AwTakeBatch *batch;			/* TAKE */
@@ -73,6 +74,8 @@ typedef struct AwRecord
 	bool		pulse;			/* SETTLE */
 	bool		limited;		/* SETTLE: of a limited topic */
 	TimestampTz old_fence;		/* SETTLE */
+	struct AwRecord *first;		/* LIMIT: the topic's set_limit() before */
+	bool		superseded;		/* LIMIT: a later one of its topic counts */
 	int32		max_in_flight;	/* LIMIT */
 	AwLimitRecord limit;		/* LIMIT */
 	aw_recount_fn recount;		/* LIMIT */
@@ -125,6 +128,9 @@ static AwLevel *aw_level = NULL;
 
 /* topic -> AwSettledList; made on the transaction's first limited settle */
 static HTAB *aw_settled = NULL;
+
+/* the transaction's set_limit() calls, newest last */
+static dlist_head aw_limit_records = DLIST_STATIC_INIT(aw_limit_records);
 static bool aw_callbacks_registered = false;
 
 static void aw_xact_callback(XactEvent event, void *arg);
@@ -272,17 +278,37 @@ aw_xact_settled_leases(const char *topic, AwSettledLease *out, int max)
 	return n;
 }
 
+/*
+ * A set_limit() of a topic.  Only the last one of a topic in the
+ * transaction applies at commit, as it would alone: each is made against
+ * the limit the topic has before the transaction (nothing applies before
+ * the commit), so an earlier one is superseded, not applied first.  A
+ * later one rolled back to a savepoint gives the earlier one back its say.
+ */
 AwLimitRecord *
 aw_xact_record_limit(const char *topic, int32 max_in_flight, AwLiveLease *leases,
 					 int32 n_leases, aw_recount_fn recount)
 {
 	AwRecord   *r = aw_new_record(AW_REC_LIMIT, NULL);
+	dlist_iter	iter;
 
 	strlcpy(r->topic, topic, sizeof(r->topic));
 	r->max_in_flight = max_in_flight;
 	r->leases = leases;
 	r->n_leases = n_leases;
 	r->recount = recount;
+	dlist_reverse_foreach(iter, &aw_limit_records)
+	{
+		AwRecord   *p = dlist_container(AwRecord, settled_node, iter.cur);
+
+		if (strcmp(p->topic, topic) == 0)
+		{
+			p->superseded = true;
+			r->first = p;
+			break;
+		}
+	}
+	dlist_push_tail(&aw_limit_records, &r->settled_node);
 	return &r->limit;
 }
 
@@ -491,6 +517,9 @@ aw_level_undo(AwLevel *l)
 					aw_waiters_wake(MyDatabaseId, r->topic, 1);
 				break;
 			case AW_REC_LIMIT:
+				dlist_delete(&r->settled_node);
+				if (r->first != NULL)
+					r->first->superseded = false;
 				if (r->limit.promised)
 					(void) aw_set_limit_end(r->topic, r->max_in_flight, r->limit.old_max,
 											r->leases, r->n_leases, false);
@@ -560,7 +589,10 @@ aw_level_commit(AwLevel *l)
 				}
 				break;
 			case AW_REC_LIMIT:
-				if (r->limit.promised)
+				if (r->limit.promised && r->superseded)
+					(void) aw_set_limit_end(r->topic, r->max_in_flight, r->limit.old_max,
+											r->leases, r->n_leases, false);
+				else if (r->limit.promised)
 				{
 					int32		wake = aw_set_limit_end(r->topic, r->max_in_flight,
 														r->limit.old_max, r->leases,
@@ -620,7 +652,8 @@ aw_level_before_commit(AwLevel *l)
 	{
 		AwRecord   *r = dlist_container(AwRecord, node, iter.cur);
 
-		if (r->kind == AW_REC_LIMIT && r->limit.promised && r->recount != NULL)
+		if (r->kind == AW_REC_LIMIT && r->limit.promised && !r->superseded &&
+			r->recount != NULL)
 			r->recount(r->topic, &r->leases, &r->n_leases);
 	}
 }
@@ -706,6 +739,7 @@ aw_xact_callback(XactEvent event, void *arg)
 	if (aw_level == NULL)
 	{
 		aw_settled = NULL;
+		dlist_init(&aw_limit_records);
 		return;
 	}
 
@@ -751,6 +785,7 @@ aw_xact_callback(XactEvent event, void *arg)
 				aw_level_commit(l);
 			aw_level = NULL;
 			aw_settled = NULL;
+			dlist_init(&aw_limit_records);
 			break;
 
 		case XACT_EVENT_ABORT:
@@ -759,6 +794,7 @@ aw_xact_callback(XactEvent event, void *arg)
 				aw_level_undo(l);
 			aw_level = NULL;
 			aw_settled = NULL;
+			dlist_init(&aw_limit_records);
 			break;
 
 		case XACT_EVENT_PREPARE:
@@ -771,6 +807,7 @@ aw_xact_callback(XactEvent event, void *arg)
 			 */
 			aw_level = NULL;
 			aw_settled = NULL;
+			dlist_init(&aw_limit_records);
 			break;
 
 	}

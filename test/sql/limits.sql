@@ -153,6 +153,42 @@ SELECT aion_wake.set_limit('hx', NULL);
 SELECT aion_wake.set_limit('hy', NULL);
 DELETE FROM aion_wake.outbox;
 
+-- two set_limit() calls in one transaction end as the last one alone
+-- would, live leases counted
+SELECT aion_wake.set_limit('sl', 5);
+SELECT count(aion_wake.enqueue('sl' || g, '{}', 'sl')) FROM generate_series(1, 9) g;
+SELECT count(*) FROM aion_wake.claim('sl', 5, '1 hour');
+BEGIN;
+SELECT aion_wake.set_limit('sl', NULL);
+SELECT aion_wake.set_limit('sl', 3);
+COMMIT;
+SELECT max_in_flight, in_flight FROM aion_wake.topics WHERE topic = 'sl';
+SELECT count(*) AS over_limit FROM aion_wake.claim('sl', 5, '1 hour');
+BEGIN;
+SELECT aion_wake.set_limit('sl', 4);
+SAVEPOINT a;
+SELECT aion_wake.set_limit('sl', NULL);
+ROLLBACK TO SAVEPOINT a;
+COMMIT;
+SELECT max_in_flight, in_flight FROM aion_wake.topics WHERE topic = 'sl';
+SELECT count(*) AS over_limit FROM aion_wake.claim('sl', 5, '1 hour');
+BEGIN;
+SELECT aion_wake.set_limit('sl', 6);
+SELECT aion_wake.set_limit('sl', NULL);
+COMMIT;
+SELECT max_in_flight, in_flight FROM aion_wake.topics WHERE topic = 'sl';
+SELECT count(*) FROM aion_wake.limits WHERE topic = 'sl';
+-- from no limit: the live leases are counted by the last call too
+BEGIN;
+SELECT aion_wake.set_limit('sl', 2);
+SELECT aion_wake.set_limit('sl', NULL);
+SELECT aion_wake.set_limit('sl', 6);
+COMMIT;
+SELECT max_in_flight, in_flight, in_flight = (SELECT count(*) FROM aion_wake.outbox
+   WHERE topic = 'sl' AND leased_until > clock_timestamp())::int AS counted
+  FROM aion_wake.topics WHERE topic = 'sl';
+SELECT count(*) AS one_left FROM aion_wake.claim('sl', 5, '1 hour');
+
 -- intervals: at most 1000 years, a month counting as 30 days
 SELECT err($$SELECT * FROM aion_wake.claim('iv', 1, '1013 years')$$);
 SELECT err($$SELECT * FROM aion_wake.claim('iv', 1, '1000 years 1 microsecond')$$);
@@ -160,4 +196,5 @@ SELECT err($$SELECT * FROM aion_wake.claim('iv', 1, '360001 days')$$);
 SELECT err($$SELECT * FROM aion_wake.claim('iv', 1, '1000 years')$$);
 SELECT err($$SELECT aion_wake.enqueue('iv', '{}', 'iv', '11999 months 30 days')$$);
 
+SELECT aion_wake.set_limit('sl', NULL);
 DELETE FROM aion_wake.outbox;
