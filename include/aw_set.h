@@ -189,6 +189,27 @@ typedef struct AwSettledLease
 	bool		pulse;
 } AwSettledLease;
 
+/*
+ * The states of a lease record (parked_set.c, "the ledger"): OPEN while the
+ * claim that took it is open, LIVE once it committed, SETTLED while a
+ * settle of it by an open transaction (owner) has not ended.
+ */
+typedef enum AwLeaseState
+{
+	AW_LEASE_OPEN,
+	AW_LEASE_LIVE,
+	AW_LEASE_SETTLED
+} AwLeaseState;
+
+/* what aw_set_lease_settle did */
+typedef enum AwSettleMark
+{
+	AW_SETTLE_NONE,				/* no live record of the lease: nothing to
+								 * release */
+	AW_SETTLE_MARKED,			/* now SETTLED by this transaction */
+	AW_SETTLE_REPEAT			/* SETTLED by this transaction already */
+} AwSettleMark;
+
 /* a lease released because its end passed: wake one claimer of its topic */
 typedef struct AwReleased
 {
@@ -255,6 +276,8 @@ extern void aw_set_leases_rollback(const AwLiveLease *leases, int n);
 #define AW_RELEASE_FREED	1	/* its slot is free */
 #define AW_RELEASE_PASSED	2	/* its successor holds the slot */
 
+extern AwSettleMark aw_set_lease_settle(const char *key, int64 token, AwLeaseState *prev);
+extern void aw_set_lease_unsettle(const char *key, int64 token, AwLeaseState prev);
 extern int	aw_set_lease_release(const char *key, int64 token, char *topic);
 extern int32 aw_set_reserve_handed(const char *topic, AwSettledLease *settled, int n,
 								   int32 *left);
@@ -266,7 +289,7 @@ extern AwLimitResult aw_set_limit_promise(const char *topic, int32 max_in_flight
 										  int32 n_leases, int32 *old_max);
 extern bool aw_set_limit_repromise(int32 n_old, int32 n_new);
 extern int32 aw_set_limit_end(const char *topic, int32 max_in_flight, int32 old_max,
-							  const AwLiveLease *leases, int32 n_leases, bool commit);
+							  const AwLiveLease *leases, int32 n_leases, bool apply);
 extern bool aw_set_limit_load(const char *topic, int32 max_in_flight,
 							  const AwLiveLease *leases, int32 n_leases);
 extern bool aw_set_limits_loaded(Oid table);

@@ -135,24 +135,26 @@ typedef struct AwEntry
 } AwEntry;
 
 /*
- * A live lease of a limited topic, from the claim that took it until it is
- * settled, rolled back or expires.  Keyed by row: a row has at most one
- * live lease (a new claim of it means the last lease expired).
+ * The record of a live lease of a limited topic, from the claim that took
+ * it until it is released (see "the ledger" below for its states).  Keyed
+ * by row and token: a row settled and claimed again by one transaction has
+ * two leases until that transaction ends.
  */
 typedef struct AwLeaseKey
 {
 	Oid			dbid;
 	char		key[AW_KEY_MAXLEN + 1];
+	int64		token;			/* the claim's lease_token */
 } AwLeaseKey;
 
 typedef struct AwLease
 {
 	AwLeaseKey	key;			/* hash key: must be first */
 	AwTopic    *topic;
-	int64		token;			/* the claim's lease_token */
 	TimestampTz ends;
-	int32		open_pid;		/* the claiming backend, until its commit */
-	bool		handed;			/* settling, its slot passed to a successor */
+	AwLeaseState state;
+	int32		owner_pid;		/* OPEN: the claimer; SETTLED: the settler */
+	bool		handed;			/* SETTLED, its slot passed to a successor */
 	struct AwLease *partner;	/* the other lease of a hand-off pair */
 	AwHeapNode	end_node;		/* in AwShared.lease_ends */
 	dlist_node	topic_node;		/* in its topic's leases */
@@ -1794,14 +1796,55 @@ aw_set_take_unfenced(const char *topic, int64 *want, AwUnfencedTake *out,
 }
 
 /* ---------------------------------------------------------------------
- * Known capacity: limits, reservations and leases (G8).
+ * Known capacity: limits, reservations and leases (G8) -- the ledger.
  *
- * A limited topic has max_in_flight slots.  Each live lease holds one (a
- * lease record), and so does each reservation a claim in progress made
- * before it locked rows; a slot is free while leases, reservations and
- * untracked leases together are below the limit.  Lease records come from
- * a pool of aion_wake.max_leases, cluster-wide, and are ordered by end in
- * a heap so that expiry costs O(log n).
+ * A limited topic has max_in_flight slots.  A slot is in use while a claim
+ * in progress has reserved it or a lease holds it (the two leases of a
+ * hand-off hold one); it is free while reservations, leases and untracked
+ * leases together are below the limit.  Each lease has a record, from a
+ * pool, ordered by end in a heap so that expiry costs O(log n).
+ *
+ * The life of a lease and of the slot it holds:
+ *
+ *   free     --a claim reserves-->                     RESERVED
+ *   RESERVED --the claim leases a row-->               OPEN (owner: claimer)
+ *   RESERVED --the claim does not use it, or aborts--> free
+ *   OPEN     --the claim commits-->                    LIVE
+ *   OPEN     --the claim rolls back-->                 released
+ *   OPEN, LIVE --complete, fail, park, dead_letter-->  SETTLED (owner: settler)
+ *   SETTLED  --a claim of the settler's transaction
+ *              takes over the slot-->                  SETTLED, handed
+ *   SETTLED  --a second settle of it, same xact-->     SETTLED (a repeat)
+ *   SETTLED  --the settle rolls back (savepoints too)--> OPEN or LIVE again
+ *   SETTLED  --the settle commits-->                   released
+ *   any      --its end passes-->                       released, expired
+ *
+ * RESERVED is a count on the topic, not a record; released means the
+ * record is gone, and its slot is free unless it was handed to a
+ * successor, which then holds it alone.  Why it is written this way:
+ *
+ *  - A settle marks the record SETTLED in shared memory, and a rollback
+ *    puts back the state it found.  So a second settle of the same lease
+ *    in that transaction (fail, then dead_letter) finds it SETTLED by its
+ *    own transaction and is only a repeat: a lease is settled, and its
+ *    slot handed on, once.
+ *  - Records are keyed by row and token.  A row settled and claimed again
+ *    by one transaction (fail with no back-off, then claim) has both
+ *    leases until that transaction ends, the new one handed the old one's
+ *    slot; a rollback drops the new one and restores the old one, which
+ *    is live again in the table.  Only the lease's own settle, the
+ *    rollback of its claim or its end remove a record, so leases_expired
+ *    counts leases that ended, and no record stands for a lease that
+ *    still runs.
+ *  - A settle that finds the record OPEN or SETTLED by another backend
+ *    meets a transaction that has committed or rolled back (the row was
+ *    locked until then) whose callback has not run yet: OPEN is then
+ *    LIVE, and SETTLED is taken over (that settle's release still removes
+ *    the record if it committed; its restore leaves a record it no longer
+ *    owns alone).
+ *
+ * A full pool counts a lease as untracked: released all together at the
+ * latest of their ends -- late, never early.
  * ---------------------------------------------------------------------
  */
 
@@ -1816,18 +1859,19 @@ aw_topic_used(AwTopic *t)
 }
 
 static void
-aw_lease_key_init(AwLeaseKey *k, Oid dbid, const char *key)
+aw_lease_key_init(AwLeaseKey *k, Oid dbid, const char *key, int64 token)
 {
 	memset(k, 0, sizeof(*k));
 	k->dbid = dbid;
 	strlcpy(k->key, key, sizeof(k->key));
+	k->token = token;
 }
 
 /*
- * Drop a lease record.  Returns true when its slot is free; false when the
- * lease was one of a hand-off pair (or handed to a successor still to
- * come), and the other keeps the slot: the slot is released only when both
- * leases are over.  Caller holds the set lock.
+ * Drop a lease record (released).  Returns true when its slot is free;
+ * false when the lease was one of a hand-off pair, and the other keeps the
+ * slot: the slot is released only when both leases are over.  Caller holds
+ * the set lock.
  */
 static bool
 aw_lease_remove(AwLease *l)
@@ -1855,34 +1899,26 @@ aw_lease_remove(AwLease *l)
 }
 
 /*
- * Record a live lease of a limited topic.  A record the row still has
- * belongs to a lease that has ended (the row could be claimed again): it
- * is dropped first, and counted as expired.  A full pool counts the lease
- * as untracked, released all together at the latest of their ends -- late,
- * never early.  Returns true when the lease is now the first to end: whoever
- * sleeps until a lease end must look again.  Caller holds the set lock
- * exclusively.
+ * Record a lease of a limited topic, in state (OPEN for a claim, owner
+ * this backend; LIVE when taken in from the table).  A record the lease has
+ * already is kept (a reload).  When the pool is full, the lease is
+ * untracked, released with the others at the latest of their ends -- late,
+ * never early.  Returns true when the lease is now the first
+ * to end: whoever sleeps until a lease end must look again.  Caller holds
+ * the set lock exclusively.
  */
 static bool
 aw_lease_add(AwTopic *t, const char *key, int64 token, TimestampTz ends,
-			 int32 open_pid)
+			 AwLeaseState state)
 {
 	AwLeaseKey	k;
 	AwLease    *l;
 	bool		found;
 
-	aw_lease_key_init(&k, MyDatabaseId, key);
+	aw_lease_key_init(&k, MyDatabaseId, key, token);
 	l = hash_search(aw_leases, &k, HASH_ENTER_NULL, &found);
 	if (l != NULL && found)
-	{
-		AwLeaseKey	same = l->key;
-
-		if (l->token == token)
-			return false;		/* already recorded (a reload) */
-		aw_shared->counters.leases_expired++;
-		(void) aw_lease_remove(l);
-		l = hash_search(aw_leases, &same, HASH_ENTER_NULL, &found);
-	}
+		return false;
 	if (l == NULL)
 	{
 		t->untracked++;
@@ -1891,9 +1927,9 @@ aw_lease_add(AwTopic *t, const char *key, int64 token, TimestampTz ends,
 		return false;
 	}
 	l->topic = t;
-	l->token = token;
 	l->ends = ends;
-	l->open_pid = open_pid;
+	l->state = state;
+	l->owner_pid = (state == AW_LEASE_LIVE) ? 0 : MyProcPid;
 	l->handed = false;
 	l->partner = NULL;
 	l->end_node.at = ends;
@@ -1906,14 +1942,21 @@ aw_lease_add(AwTopic *t, const char *key, int64 token, TimestampTz ends,
 	return l->end_node.index == 0;
 }
 
-/* The lease record of a row of this database, or NULL. */
+/* The record of the lease (row and token) of this database, or NULL. */
 static AwLease *
-aw_lease_find(const char *key)
+aw_lease_find(const char *key, int64 token)
 {
 	AwLeaseKey	k;
 
-	aw_lease_key_init(&k, MyDatabaseId, key);
+	aw_lease_key_init(&k, MyDatabaseId, key, token);
 	return hash_search(aw_leases, &k, HASH_FIND, NULL);
+}
+
+/* Is the lease SETTLED by this backend's transaction? */
+static inline bool
+aw_lease_settled_by_me(const AwLease *l)
+{
+	return l->state == AW_LEASE_SETTLED && l->owner_pid == MyProcPid;
 }
 
 /*
@@ -1938,6 +1981,7 @@ aw_set_reserve(const char *topic, int32 want, bool *limited)
 		*limited = true;
 		got = (int32) Max(0, Min((int64) want, t->max_in_flight - aw_topic_used(t)));
 		t->reserved += got;
+		aw_topic_update_quiet(t);
 	}
 	LWLockRelease(aw_shared->lock);
 	return got;
@@ -1963,7 +2007,7 @@ aw_set_unreserve(const char *topic, int32 n)
 
 /*
  * A claim leased rows of limited topics: one reserved slot of each row's
- * topic becomes a lease, open until the claim commits.  A lease that took
+ * topic becomes a lease, OPEN until the claim commits.  A lease that took
  * the slot reserved for a settled one (preds[i], see
  * aw_set_reserve_handed) is paired with it: they share the slot until
  * both are over.  When that lease is gone already (its end passed), the
@@ -1984,15 +2028,16 @@ aw_set_leases_open(const AwLiveLease *leases, const AwSettledLease **preds, int 
 		if (t == NULL)
 			continue;
 		t->reserved = Max(0, t->reserved - 1);
-		first |= aw_lease_add(t, leases[i].key, leases[i].token, leases[i].ends, MyProcPid);
+		first |= aw_lease_add(t, leases[i].key, leases[i].token, leases[i].ends,
+							  AW_LEASE_OPEN);
 		if (preds[i] != NULL)
 		{
-			AwLease    *pred = aw_lease_find(preds[i]->key);
-			AwLease    *succ = aw_lease_find(leases[i].key);
+			AwLease    *pred = aw_lease_find(preds[i]->key, preds[i]->token);
+			AwLease    *succ = aw_lease_find(leases[i].key, leases[i].token);
 
-			if (pred != NULL && pred->token == preds[i]->token && !pred->handed &&
+			if (pred != NULL && aw_lease_settled_by_me(pred) && !pred->handed &&
 				pred->partner == NULL && pred->topic == t && succ != NULL &&
-				succ->token == leases[i].token && succ->partner == NULL)
+				succ->partner == NULL)
 			{
 				pred->handed = true;
 				pred->partner = succ;
@@ -2000,12 +2045,13 @@ aw_set_leases_open(const AwLiveLease *leases, const AwSettledLease **preds, int 
 				t->handoffs++;
 			}
 		}
+		aw_topic_update_quiet(t);
 	}
 	LWLockRelease(aw_shared->lock);
 	return first;
 }
 
-/* The claim that took these leases committed.  Never raises. */
+/* The claim that took these leases committed: OPEN -> LIVE.  Never raises. */
 void
 aw_set_leases_commit(const AwLiveLease *leases, int n)
 {
@@ -2014,19 +2060,25 @@ aw_set_leases_commit(const AwLiveLease *leases, int n)
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < n; i++)
 	{
-		AwLease    *l = aw_lease_find(leases[i].key);
+		AwLease    *l = aw_lease_find(leases[i].key, leases[i].token);
 
-		if (l != NULL && l->token == leases[i].token)
-			l->open_pid = 0;
+		/* one its own transaction settled stays SETTLED, for the release */
+		if (l != NULL && l->state == AW_LEASE_OPEN && l->owner_pid == MyProcPid)
+		{
+			l->state = AW_LEASE_LIVE;
+			l->owner_pid = 0;
+		}
 	}
 	LWLockRelease(aw_shared->lock);
 }
 
 /*
  * The claim that took these leases rolled back: release those still open
- * and ours (one that expired meanwhile was released then).  The rows wake
- * claimers as rows claimable again, so nothing is woken here.  Never
- * raises.
+ * (one that expired meanwhile was released then).  A settle of them in the
+ * same transaction was undone first (newest first), so they are OPEN
+ * again; one still SETTLED by this transaction is released all the same.
+ * The rows wake claimers as rows claimable again, so nothing is woken
+ * here.  Never raises.
  */
 void
 aw_set_leases_rollback(const AwLiveLease *leases, int n)
@@ -2036,21 +2088,75 @@ aw_set_leases_rollback(const AwLiveLease *leases, int n)
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < n; i++)
 	{
-		AwLease    *l = aw_lease_find(leases[i].key);
+		AwLease    *l = aw_lease_find(leases[i].key, leases[i].token);
 
-		if (l != NULL && l->token == leases[i].token && l->open_pid == MyProcPid)
+		if (l != NULL && l->owner_pid == MyProcPid &&
+			(l->state == AW_LEASE_OPEN || l->state == AW_LEASE_SETTLED))
 			(void) aw_lease_remove(l);
 	}
 	LWLockRelease(aw_shared->lock);
 }
 
 /*
- * A settle of a row committed: release its lease, if the row still has
- * the lease that carried token.  Returns AW_RELEASE_FREED, with the topic's
- * name in topic (AW_TOPIC_MAXLEN + 1 bytes), when a slot was released --
- * exactly once: a lease that expired, or was released before, has no
- * record (AW_RELEASE_NONE); AW_RELEASE_PASSED when the lease handed its
- * slot to a successor that still holds it.  Never raises.
+ * A settle of a row whose lease carried token, in this transaction: mark
+ * the lease's record SETTLED by it (OPEN, LIVE -> SETTLED), *prev the state
+ * to restore if the settle rolls back.  AW_SETTLE_REPEAT when this
+ * transaction has settled the lease already; AW_SETTLE_NONE when it has no
+ * record (it ended, or the topic is not limited).  Never raises.
+ */
+AwSettleMark
+aw_set_lease_settle(const char *key, int64 token, AwLeaseState *prev)
+{
+	AwLease    *l;
+	AwSettleMark r = AW_SETTLE_NONE;
+
+	*prev = AW_LEASE_LIVE;
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	l = aw_lease_find(key, token);
+	if (l != NULL && aw_lease_settled_by_me(l))
+		r = AW_SETTLE_REPEAT;
+	else if (l != NULL)
+	{
+		/* OPEN by another backend: its claim committed (see above) */
+		if (l->state == AW_LEASE_OPEN && l->owner_pid == MyProcPid)
+			*prev = AW_LEASE_OPEN;
+		l->state = AW_LEASE_SETTLED;
+		l->owner_pid = MyProcPid;
+		r = AW_SETTLE_MARKED;
+	}
+	LWLockRelease(aw_shared->lock);
+	return r;
+}
+
+/*
+ * A settle that marked a lease rolled back: restore the state it found.
+ * Claims of the same transaction that took over its slot were undone
+ * before (newest first), so it is handed to nobody.  Never raises.
+ */
+void
+aw_set_lease_unsettle(const char *key, int64 token, AwLeaseState prev)
+{
+	AwLease    *l;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	l = aw_lease_find(key, token);
+	if (l != NULL && aw_lease_settled_by_me(l))
+	{
+		Assert(!l->handed);
+		l->state = prev;
+		l->owner_pid = (prev == AW_LEASE_OPEN) ? MyProcPid : 0;
+	}
+	LWLockRelease(aw_shared->lock);
+}
+
+/*
+ * A settle of a lease committed: release it (SETTLED -> released), if it
+ * still has a record.  Returns AW_RELEASE_FREED, with the topic's name in
+ * topic (AW_TOPIC_MAXLEN + 1 bytes), when a slot was released -- exactly
+ * once: a lease that expired, or was released before, has no record
+ * (AW_RELEASE_NONE); AW_RELEASE_PASSED when the lease handed its slot to a
+ * successor that still holds it.  Whoever owns the record now: a settle
+ * that committed ended the lease.  Never raises.
  */
 int
 aw_set_lease_release(const char *key, int64 token, char *topic)
@@ -2059,8 +2165,8 @@ aw_set_lease_release(const char *key, int64 token, char *topic)
 	int			r = AW_RELEASE_NONE;
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	l = aw_lease_find(key);
-	if (l != NULL && l->token == token)
+	l = aw_lease_find(key, token);
+	if (l != NULL)
 	{
 		strlcpy(topic, l->topic->key.name, AW_TOPIC_MAXLEN + 1);
 		r = aw_lease_remove(l) ? AW_RELEASE_FREED : AW_RELEASE_PASSED;
@@ -2073,12 +2179,13 @@ aw_set_lease_release(const char *key, int64 token, char *topic)
  * The zero-gap hand-off: the transaction that settled these n leases of a
  * topic (of this database) claims its next rows, and a lease's slot passes
  * to a new one without ever being free.  Reserve one slot for each of them
- * that is still live and has passed its slot to no successor yet -- only
- * while the topic is not over its limit (after a lowering, the slots are
- * released instead).  Those come first in settled (moved there), and
- * *left counts them at once, so that an error gives them back.  Returns
- * how many.  The claim pairs each with the lease that takes its slot
- * (aw_set_leases_open), or gives the slot back (aw_set_unreserve).
+ * that is still SETTLED by this transaction and has passed its slot to no
+ * successor yet -- only while the topic is not over its limit (after a
+ * lowering, the slots are released instead).  Those come first in settled
+ * (moved there), and *left counts them at once, so that an error gives
+ * them back.  Returns how many.  The claim pairs each with the lease that
+ * takes its slot (aw_set_leases_open), or gives the slot back
+ * (aw_set_unreserve).
  */
 int32
 aw_set_reserve_handed(const char *topic, AwSettledLease *settled, int n, int32 *left)
@@ -2095,9 +2202,9 @@ aw_set_reserve_handed(const char *topic, AwSettledLease *settled, int n, int32 *
 	{
 		for (i = 0; i < n; i++)
 		{
-			AwLease    *l = aw_lease_find(settled[i].key);
+			AwLease    *l = aw_lease_find(settled[i].key, settled[i].token);
 
-			if (l == NULL || l->topic != t || l->token != settled[i].token ||
+			if (l == NULL || l->topic != t || !aw_lease_settled_by_me(l) ||
 				l->handed || l->partner != NULL)
 				continue;
 			if (i != handed)
@@ -2111,6 +2218,7 @@ aw_set_reserve_handed(const char *topic, AwSettledLease *settled, int n, int32 *
 			t->reserved++;
 			(*left)++;
 		}
+		aw_topic_update_quiet(t);
 	}
 	LWLockRelease(aw_shared->lock);
 	return handed;
@@ -2265,16 +2373,16 @@ aw_set_limit_repromise(int32 n_old, int32 n_new)
 }
 
 /*
- * The set_limit() transaction ended.  At commit the limit applies: a topic
- * that had none takes in the leases set_limit() found (those still live);
- * a limit removed drops the topic's lease records.  Returns how many
- * blocked claimers to wake: those the new slots can take (-1: all of them,
- * the limit is gone).  At abort only the promise is taken back.  Never
- * raises.
+ * A set_limit() ended.  With apply (its transaction committed, and it was
+ * the topic's last set_limit() in it) the limit applies: a topic that had
+ * none takes in the leases set_limit() found (those still live); a limit
+ * removed drops the topic's lease records.  Returns how many blocked
+ * claimers to wake: those the new slots can take (-1: all of them, the
+ * limit is gone).  Without, only the promise is taken back.  Never raises.
  */
 int32
 aw_set_limit_end(const char *topic, int32 max_in_flight, int32 old_max,
-				 const AwLiveLease *leases, int32 n_leases, bool commit)
+				 const AwLiveLease *leases, int32 n_leases, bool apply)
 {
 	AwTopic    *t;
 	int64		raise = Max(0, (int64) max_in_flight - old_max);
@@ -2288,7 +2396,7 @@ aw_set_limit_end(const char *topic, int32 max_in_flight, int32 old_max,
 		aw_shared->limits_promised -= raise;
 		aw_shared->records_promised -= records;
 		t->limit_pins--;
-		if (commit)
+		if (apply)
 			wake = aw_topic_apply_limit(t, max_in_flight, leases, n_leases);
 		aw_topic_update_quiet(t);
 	}
@@ -2326,7 +2434,8 @@ aw_topic_apply_limit(AwTopic *t, int32 max_in_flight, const AwLiveLease *leases,
 		for (i = 0; i < n_leases; i++)
 		{
 			if (leases[i].ends > now)
-				(void) aw_lease_add(t, leases[i].key, leases[i].token, leases[i].ends, 0);
+				(void) aw_lease_add(t, leases[i].key, leases[i].token, leases[i].ends,
+									AW_LEASE_LIVE);
 		}
 	}
 	t->max_in_flight = max_in_flight;

@@ -62,8 +62,8 @@ typedef struct AwRecord
 {
 	dlist_node	node;
 	AwRecordKind kind;
-	dlist_node	settled_node;	/* SETTLE of a limited topic: in its topic's
-								 * list; LIMIT: in aw_limit_records */
+	dlist_node	settled_node;	/* SETTLE that marked its lease: in its
+								 * topic's list; LIMIT: in aw_limit_records */
 	AwParkRecord park;			/* PARK */
 	uint64		generation;		/* FORGET: the entry's */
 	AwTakeBatch *batch;			/* TAKE */
@@ -73,8 +73,12 @@ typedef struct AwRecord
 	int64		token;			/* SETTLE */
 	bool		pulse;			/* SETTLE */
 	bool		limited;		/* SETTLE: of a limited topic */
+	AwSettleMark mark;			/* SETTLE: what it did to the lease's record */
+	AwLeaseState prev;			/* SETTLE, marked: the state to restore */
+	int32		pulses_repeated;	/* SETTLE, marked: repeats that pulse */
+	struct AwRecord *first;		/* SETTLE, a repeat: the settle it repeats;
+								 * LIMIT: the topic's set_limit() before */
 	TimestampTz old_fence;		/* SETTLE */
-	struct AwRecord *first;		/* LIMIT: the topic's set_limit() before */
 	bool		superseded;		/* LIMIT: a later one of its topic counts */
 	int32		max_in_flight;	/* LIMIT */
 	AwLimitRecord limit;		/* LIMIT */
@@ -222,38 +226,65 @@ aw_xact_record_settle(const char *key, int64 token, const char *topic,
 					  bool limited, bool pulse, TimestampTz old_fence)
 {
 	AwRecord   *r = aw_new_record(AW_REC_SETTLE, key);
+	AwSettledList *list;
+	bool		found;
 
 	r->token = token;
 	strlcpy(r->topic, topic, sizeof(r->topic));
 	r->pulse = pulse;
 	r->old_fence = old_fence;
 	r->limited = limited;
-	if (limited)
+	r->mark = AW_SETTLE_NONE;
+	if (!limited)
+		return;
+
+	/* everything that may fail comes before the record is marked */
+	if (aw_settled == NULL)
 	{
-		AwSettledList *list;
-		bool		found;
+		HASHCTL		ctl;
 
-		if (aw_settled == NULL)
-		{
-			HASHCTL		ctl;
+		ctl.keysize = AW_TOPIC_MAXLEN + 1;
+		ctl.entrysize = sizeof(AwSettledList);
+		ctl.hcxt = TopTransactionContext;
+		aw_settled = hash_create("aion_wake settled leases", 8, &ctl,
+								 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	list = hash_search(aw_settled, r->topic, HASH_ENTER, &found);
+	if (!found)
+		dlist_init(&list->records);
 
-			ctl.keysize = AW_TOPIC_MAXLEN + 1;
-			ctl.entrysize = sizeof(AwSettledList);
-			ctl.hcxt = TopTransactionContext;
-			aw_settled = hash_create("aion_wake settled leases", 8, &ctl,
-									 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-		}
-		list = hash_search(aw_settled, r->topic, HASH_ENTER, &found);
-		if (!found)
-			dlist_init(&list->records);
+	r->mark = aw_set_lease_settle(key, token, &r->prev);
+	if (r->mark == AW_SETTLE_MARKED)
 		dlist_push_tail(&list->records, &r->settled_node);
+	else if (r->mark == AW_SETTLE_REPEAT && pulse)
+	{
+		dlist_iter	iter;
+
+		/*
+		 * A repeat settles nothing more, but the lease's slot is a pulse if
+		 * any of its settles is one (park, then complete: the row is gone).
+		 * The settle it repeats outlives it: it is older, at the same
+		 * subtransaction level or an outer one.
+		 */
+		dlist_reverse_foreach(iter, &list->records)
+		{
+			AwRecord   *f = dlist_container(AwRecord, settled_node, iter.cur);
+
+			if (f->token == token && strcmp(f->key, key) == 0)
+			{
+				f->pulses_repeated++;
+				r->first = f;
+				break;
+			}
+		}
 	}
 }
 
 /*
  * The leases of a limited topic this transaction settled (and has not
- * rolled back), newest first, at most max: a claim in the same transaction
- * may take over their slots (the zero-gap hand-off).  Returns how many.
+ * rolled back), newest first, each once, at most max: a claim in the same
+ * transaction may take over their slots (the zero-gap hand-off).  Returns
+ * how many.
  */
 int
 aw_xact_settled_leases(const char *topic, AwSettledLease *out, int max)
@@ -271,7 +302,7 @@ aw_xact_settled_leases(const char *topic, AwSettledLease *out, int max)
 
 		strlcpy(out[n].key, r->key, sizeof(out[n].key));
 		out[n].token = r->token;
-		out[n].pulse = r->pulse;
+		out[n].pulse = r->pulse || r->pulses_repeated > 0;
 		if (++n == max)
 			break;
 	}
@@ -507,8 +538,14 @@ aw_level_undo(AwLevel *l)
 				aw_set_leases_rollback(r->leases, r->n_leases);
 				break;
 			case AW_REC_SETTLE:
-				if (r->limited)
+				if (r->mark == AW_SETTLE_MARKED)
+				{
 					dlist_delete(&r->settled_node);
+					aw_set_lease_unsettle(r->key, r->token, r->prev);
+				}
+				else if (r->first != NULL)
+					r->first->pulses_repeated--;
+
 				/*
 				 * The row is claimable again if its lease had ended
 				 * (doc/design.md, Wake rules: 1).
@@ -578,11 +615,13 @@ aw_level_commit(AwLevel *l)
 				aw_set_leases_commit(r->leases, r->n_leases);
 				break;
 			case AW_REC_SETTLE:
-				if (r->limited &&
+				/* a repeat releases nothing: the settle it repeats does */
+				if (r->mark == AW_SETTLE_MARKED &&
 					aw_set_lease_release(r->key, r->token, topic) == AW_RELEASE_FREED)
 				{
 					/* a released slot wakes one claimer; unless park, a pulse */
-					if (r->pulse && aw_set_add_slots(topic, 1, true))
+					if ((r->pulse || r->pulses_repeated > 0) &&
+						aw_set_add_slots(topic, 1, true))
 						aw_waiters_wake_for(AW_WAKE_SPENDER, MyDatabaseId, topic);
 					else
 						aw_waiters_wake(MyDatabaseId, topic, 1);

@@ -153,6 +153,88 @@ SELECT aion_wake.set_limit('hx', NULL);
 SELECT aion_wake.set_limit('hy', NULL);
 DELETE FROM aion_wake.outbox;
 
+-- a lease settled twice in one transaction is settled once: its slot
+-- passes to one new lease, not two.  Each case on a topic of its own with
+-- a limit of 1 and one live lease: fail then dead_letter; fail then
+-- complete with next_rows; across savepoints; the first settle rolled
+-- back to a savepoint (then the next one counts)
+SELECT aion_wake.set_limit('dd' || g, 1) FROM generate_series(1, 4) g;
+SELECT count(aion_wake.enqueue('dd' || t || '_' || g, '{}', 'dd' || t))
+  FROM generate_series(1, 4) t, generate_series(1, 4) g;
+SELECT count(*) FROM aion_wake.claim(ARRAY['dd1', 'dd2', 'dd3', 'dd4'], 4, '1 hour');
+CREATE TEMP TABLE dd_lease AS
+  SELECT topic, dispatch_key AS k, lease_token AS tok FROM aion_wake.outbox
+   WHERE topic LIKE 'dd_' AND leased_until > clock_timestamp();
+SELECT topic, count(*) FROM dd_lease GROUP BY 1 ORDER BY 1;
+SELECT k AS dd_key, tok AS dd_tok FROM dd_lease WHERE topic = 'dd1' \gset
+BEGIN;
+SELECT aion_wake.fail(:'dd_key', 'x', '1 hour', :dd_tok);
+SELECT aion_wake.dead_letter(:'dd_key', 'x', :dd_tok);
+SELECT count(*) AS handed_one FROM aion_wake.claim('dd1', 2, '1 hour');
+COMMIT;
+SELECT k AS dd_key, tok AS dd_tok FROM dd_lease WHERE topic = 'dd2' \gset
+BEGIN;
+SELECT aion_wake.fail(:'dd_key', 'x', '1 hour', :dd_tok);
+SELECT count(*) AS handed_one FROM aion_wake.complete(:'dd_key', :dd_tok, next_rows => 3, lease => '1 hour');
+COMMIT;
+SELECT k AS dd_key, tok AS dd_tok FROM dd_lease WHERE topic = 'dd3' \gset
+BEGIN;
+SAVEPOINT a;
+SELECT aion_wake.fail(:'dd_key', 'x', '1 hour', :dd_tok);
+RELEASE SAVEPOINT a;
+SAVEPOINT b;
+SELECT aion_wake.dead_letter(:'dd_key', 'x', :dd_tok);
+ROLLBACK TO SAVEPOINT b;
+SELECT aion_wake.complete(:'dd_key', :dd_tok);
+SELECT count(*) AS handed_one FROM aion_wake.claim('dd3', 2, '1 hour');
+COMMIT;
+SELECT k AS dd_key, tok AS dd_tok FROM dd_lease WHERE topic = 'dd4' \gset
+BEGIN;
+SAVEPOINT a;
+SELECT aion_wake.park(:'dd_key', '1 hour', :dd_tok);
+ROLLBACK TO SAVEPOINT a;
+SELECT aion_wake.fail(:'dd_key', 'x', '1 hour', :dd_tok);
+SELECT aion_wake.dead_letter(:'dd_key', 'x', :dd_tok);
+SELECT count(*) AS handed_one FROM aion_wake.claim('dd4', 2, '1 hour');
+COMMIT;
+SELECT topic, in_flight FROM aion_wake.topics WHERE topic LIKE 'dd_' ORDER BY 1;
+SELECT count(*) AS full FROM aion_wake.claim(ARRAY['dd1', 'dd2', 'dd3', 'dd4'], 4, '1 hour');
+DROP TABLE dd_lease;
+
+-- a row settled and taken again by its own transaction (fail or park with
+-- no back-off, then a claim), then rolled back: its first lease is live
+-- again, and counted; no lease ended.  Then committed: the new lease holds
+-- the slot.  rt2 stays fenced until the checks that the topic is full.
+SELECT aion_wake.set_limit('rt', 1);
+SELECT aion_wake.enqueue('rt1', '{}', 'rt');
+SELECT dispatch_key AS rt_key, lease_token AS rt_tok FROM aion_wake.claim('rt', 1, '1 hour') \gset
+SELECT aion_wake.enqueue('rt2', '{}', 'rt', '1 hour');
+SELECT leases_expired AS expired_before FROM aion_wake.status \gset
+BEGIN;
+SELECT aion_wake.fail(:'rt_key', 'x', '0', :rt_tok);
+SELECT dispatch_key = :'rt_key' AS same_row, lease_token <> :rt_tok AS new_token
+  FROM aion_wake.claim('rt', 1, '1 hour');
+ROLLBACK;
+SELECT in_flight FROM aion_wake.topics WHERE topic = 'rt';
+BEGIN;
+SELECT aion_wake.park(:'rt_key', '0', :rt_tok);
+SELECT dispatch_key = :'rt_key' AS same_row FROM aion_wake.claim('rt', 1, '1 hour');
+ROLLBACK;
+SELECT in_flight FROM aion_wake.topics WHERE topic = 'rt';
+BEGIN;
+UPDATE aion_wake.outbox SET visible_after = clock_timestamp() WHERE dispatch_key = 'rt2';
+SELECT count(*) AS full FROM aion_wake.claim('rt', 1, '1 hour');
+ROLLBACK;
+SELECT leases_expired - :expired_before AS expired FROM aion_wake.status;
+BEGIN;
+SELECT aion_wake.fail(:'rt_key', 'x', '0', :rt_tok);
+SELECT dispatch_key = :'rt_key' AS same_row FROM aion_wake.claim('rt', 1, '1 hour');
+COMMIT;
+SELECT in_flight FROM aion_wake.topics WHERE topic = 'rt';
+UPDATE aion_wake.outbox SET visible_after = clock_timestamp() WHERE dispatch_key = 'rt2';
+SELECT count(*) AS full FROM aion_wake.claim('rt', 1, '1 hour');
+SELECT leases_expired - :expired_before AS expired FROM aion_wake.status;
+
 -- two set_limit() calls in one transaction end as the last one alone
 -- would, live leases counted
 SELECT aion_wake.set_limit('sl', 5);
@@ -196,5 +278,7 @@ SELECT err($$SELECT * FROM aion_wake.claim('iv', 1, '360001 days')$$);
 SELECT err($$SELECT * FROM aion_wake.claim('iv', 1, '1000 years')$$);
 SELECT err($$SELECT aion_wake.enqueue('iv', '{}', 'iv', '11999 months 30 days')$$);
 
+SELECT aion_wake.set_limit('dd' || g, NULL) FROM generate_series(1, 4) g;
+SELECT aion_wake.set_limit('rt', NULL);
 SELECT aion_wake.set_limit('sl', NULL);
 DELETE FROM aion_wake.outbox;
