@@ -222,7 +222,9 @@ typedef enum AwLimitResult
 	AW_LIMIT_OK,
 	AW_LIMIT_TOPICS_FULL,		/* the topic table cannot hold the topic */
 	AW_LIMIT_POOL_FULL,			/* the sum of limits would exceed the pool */
-	AW_LIMIT_LEASES_FULL		/* no room for the topic's live leases */
+	AW_LIMIT_LEASES_FULL		/* the pool's records are held by live
+								 * leases: the topic's own, to take in, or
+								 * those of lowered limits, draining */
 } AwLimitResult;
 
 /* shared memory (from aion_wake.c's hooks) */
@@ -287,11 +289,11 @@ extern int32 aw_set_free_slots(const char *topic);
 extern bool aw_set_topic_limited(const char *topic, int32 *max_in_flight);
 extern AwLimitResult aw_set_limit_promise(const char *topic, int32 max_in_flight,
 										  int32 n_leases, int32 *old_max);
-extern bool aw_set_limit_repromise(int32 n_old, int32 n_new);
+extern bool aw_set_limit_repromise(const char *topic, int32 max_in_flight, int32 n_leases);
 extern int32 aw_set_limit_end(const char *topic, int32 max_in_flight, int32 old_max,
 							  const AwLiveLease *leases, int32 n_leases, bool apply);
-extern bool aw_set_limit_load(const char *topic, int32 max_in_flight,
-							  const AwLiveLease *leases, int32 n_leases);
+extern AwLimitResult aw_set_limit_load(const char *topic, int32 max_in_flight,
+									   const AwLiveLease *leases, int32 n_leases);
 extern bool aw_set_limits_loaded(Oid table);
 extern void aw_set_mark_limits_loaded(Oid table);
 extern int64 aw_set_lease_count(void);

@@ -95,7 +95,8 @@ typedef struct AwLimitRecord
  * first limit (when it may still raise): count the topic's live leases
  * again, replacing *leases and *n_leases.
  */
-typedef void (*aw_recount_fn) (const char *topic, AwLiveLease **leases, int32 *n_leases);
+typedef void (*aw_recount_fn) (const char *topic, int32 max_in_flight,
+							   AwLiveLease **leases, int32 *n_leases);
 
 extern AwLimitRecord *aw_xact_record_limit(const char *topic, int32 max_in_flight,
 										   AwLiveLease *leases, int32 n_leases,

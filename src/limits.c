@@ -165,15 +165,23 @@ aw_limits_ensure_loaded(void)
 		int32		n_leases;
 		AwLiveLease *leases;
 
+		AwLimitResult r;
+
 		aw_lock_topic(topics[i], AccessExclusiveLock);
 		leases = aw_read_live_leases(topics[i], &n_leases);
-		if (!aw_set_limit_load(topics[i], maxes[i], leases, n_leases))
+		/* the pool is checked as set_limit() checks it */
+		r = aw_set_limit_load(topics[i], maxes[i], leases, n_leases);
+		if (r != AW_LIMIT_OK)
 			ereport(WARNING,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("aion_wake topic table is full"),
+					 r == AW_LIMIT_TOPICS_FULL ?
+					 errmsg("aion_wake topic table is full") :
+					 errmsg("aion_wake lease pool cannot hold the limit of topic \"%s\"",
+							topics[i]),
 					 errdetail("The limit of topic \"%s\" could not be loaded; its claims are not limited.",
 							   topics[i]),
-					 errhint("Increase \"%s\".", "aion_wake.max_topics")));
+					 errhint("Increase \"%s\".", r == AW_LIMIT_TOPICS_FULL ?
+							 "aion_wake.max_topics" : "aion_wake.max_leases")));
 		pfree(leases);
 	}
 	SPI_finish();
@@ -193,8 +201,11 @@ aw_limit_refused(const char *topic, AwLimitResult r, int32 n_leases)
 			 errdetail("Topic \"%s\" could not be added to it.", topic) :
 			 r == AW_LIMIT_POOL_FULL ?
 			 errdetail("The limits of all topics together may not exceed %d.", aw_max_leases) :
-			 errdetail("Topic \"%s\" has %d live leases and the pool has no room for them.",
-					   topic, n_leases),
+			 errdetail("Live leases hold the records of the pool that this limit needs: leases of lowered limits that still drain, or the %d live leases of topic \"%s\" it would take in.",
+					   n_leases, topic),
+			 r == AW_LIMIT_LEASES_FULL ?
+			 errhint("Wait for those leases to end, or increase \"%s\".",
+					 "aion_wake.max_leases") :
 			 errhint("Increase \"%s\".", r == AW_LIMIT_TOPICS_FULL ?
 					 "aion_wake.max_topics" : "aion_wake.max_leases")));
 }
@@ -206,7 +217,8 @@ aw_limit_refused(const char *topic, AwLimitResult r, int32 n_leases)
  * set_limit() counted, can have changed them; those count too.
  */
 static void
-aw_limits_recount(const char *topic, AwLiveLease **leases, int32 *n_leases)
+aw_limits_recount(const char *topic, int32 max_in_flight, AwLiveLease **leases,
+				  int32 *n_leases)
 {
 	AwLiveLease *now_live;
 	int32		n;
@@ -217,7 +229,7 @@ aw_limits_recount(const char *topic, AwLiveLease **leases, int32 *n_leases)
 	now_live = aw_read_live_leases(topic, &n);
 	SPI_finish();
 	PopActiveSnapshot();
-	if (!aw_set_limit_repromise(*n_leases, n))
+	if (!aw_set_limit_repromise(topic, max_in_flight, n))
 		aw_limit_refused(topic, AW_LIMIT_LEASES_FULL, n);
 	pfree(*leases);
 	*leases = now_live;

@@ -110,6 +110,11 @@ typedef struct AwTopic
 	int32		handoffs;		/* slots two leases of a hand-off share */
 	TimestampTz untracked_until;	/* ... released together at this time */
 	int32		limit_pins;		/* set_limit() calls not yet ended */
+	int32		limit_floor;	/* the largest limit they set (while pinned) */
+	int64		hold_floor;		/* records they promised (while pinned) */
+	int32		limit_held;		/* of the sum of limits: max_in_flight, or
+								 * limit_floor if larger */
+	int64		pool_held;		/* records of the pool it holds (aw_topic_hold) */
 	dlist_head	leases;			/* its lease records */
 } AwTopic;
 
@@ -160,6 +165,9 @@ typedef struct AwLease
 	dlist_node	topic_node;		/* in its topic's leases */
 } AwLease;
 
+/* records in the lease pool: three per slot (see "the ledger") */
+#define AW_LEASE_RECORDS (3 * aw_max_leases)
+
 /* databases whose limits and leases the set holds (aw_set_limits_loaded) */
 #define AW_MAX_LIMIT_DBS 64
 
@@ -176,9 +184,8 @@ typedef struct AwShared
 	dlist_head	unfenced_age;	/* UNFENCED confirmed, oldest confirm first */
 	AwHeap		fences;			/* CONFIRMED FENCED entries by fence */
 	AwHeap		lease_ends;		/* lease records by end */
-	int64		limits_sum;		/* the max_in_flight of every topic */
-	int64		limits_promised;	/* raises of set_limit() calls under way */
-	int64		records_promised;	/* lease records they will need */
+	int64		limits_held;	/* the limit_held of every topic */
+	int64		pool_held;		/* the pool_held of every topic */
 	int			n_loaded;
 	Oid			loaded_dbs[AW_MAX_LIMIT_DBS];
 	Oid			loaded_from[AW_MAX_LIMIT_DBS];	/* aion_wake.limits' OID */
@@ -205,6 +212,7 @@ static int32 aw_topic_apply_limit(AwTopic *t, int32 max_in_flight,
 								  const AwLiveLease *leases, int32 n_leases);
 static void aw_forget_limits(void);
 static void aw_topic_update_quiet(AwTopic *t);
+static void aw_topic_pool_sync(AwTopic *t);
 
 /*
  * Bytes of shared memory needed for the set, requested by aion_wake.c in
@@ -219,8 +227,8 @@ aw_set_shmem_size(void)
 	size = add_size(size, MAXALIGN(mul_size(aw_max_parked_rows, sizeof(AwHeapNode *))));
 	size = add_size(size, hash_estimate_size(aw_max_parked_rows, sizeof(AwEntry)));
 	size = add_size(size, hash_estimate_size(aw_max_topics, sizeof(AwTopic)));
-	size = add_size(size, MAXALIGN(mul_size(aw_max_leases, sizeof(AwHeapNode *))));
-	size = add_size(size, hash_estimate_size(aw_max_leases, sizeof(AwLease)));
+	size = add_size(size, MAXALIGN(mul_size(AW_LEASE_RECORDS, sizeof(AwHeapNode *))));
+	size = add_size(size, hash_estimate_size(AW_LEASE_RECORDS, sizeof(AwLease)));
 	return size;
 }
 
@@ -238,7 +246,7 @@ aw_set_shmem_init(void)
 	aw_shared = ShmemInitStruct("aion_wake state",
 								MAXALIGN(sizeof(AwShared)) +
 								MAXALIGN(mul_size(aw_max_parked_rows, sizeof(AwHeapNode *))) +
-								MAXALIGN(mul_size(aw_max_leases, sizeof(AwHeapNode *))),
+								MAXALIGN(mul_size(AW_LEASE_RECORDS, sizeof(AwHeapNode *))),
 								&found);
 	if (!found)
 	{
@@ -255,7 +263,7 @@ aw_set_shmem_init(void)
 		aw_heap_init(&aw_shared->lease_ends,
 					 (AwHeapNode **) ((char *) aw_shared + MAXALIGN(sizeof(AwShared)) +
 									  MAXALIGN(mul_size(aw_max_parked_rows, sizeof(AwHeapNode *)))),
-					 aw_max_leases);
+					 AW_LEASE_RECORDS);
 	}
 
 	memset(&info, 0, sizeof(info));
@@ -276,7 +284,7 @@ aw_set_shmem_init(void)
 	info.keysize = sizeof(AwLeaseKey);
 	info.entrysize = sizeof(AwLease);
 	aw_leases = aw_shmem_init_hash("aion_wake leases",
-								   aw_max_leases, &info,
+								   AW_LEASE_RECORDS, &info,
 								   HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 }
 
@@ -303,16 +311,21 @@ aw_fence_top(void)
 
 /*
  * Keep a topic on the quiet list exactly while nothing in the set refers to
- * it: no entry, no unspent slot, not on the work list.  The list is in the
- * order topics fell quiet, so its head is the first to recycle.
+ * it: no entry, no unspent slot, not on the work list, no limit, lease or
+ * record of the pool.  The list is in the order topics fell quiet, so its
+ * head is the first to recycle.  Every change to a topic's leases ends
+ * here, so its share of the lease pool is brought up to date here too.
  */
 static void
 aw_topic_update_quiet(AwTopic *t)
 {
-	bool		quiet = (t->n_entries == 0 && t->slots == 0 && !t->in_work &&
-						 t->max_in_flight == 0 && t->reserved == 0 &&
-						 t->n_leases == 0 && t->untracked == 0 &&
-						 t->limit_pins == 0);
+	bool		quiet;
+
+	aw_topic_pool_sync(t);
+	quiet = (t->n_entries == 0 && t->slots == 0 && !t->in_work &&
+			 t->max_in_flight == 0 && t->reserved == 0 &&
+			 t->n_leases == 0 && t->untracked == 0 &&
+			 t->limit_pins == 0 && t->pool_held == 0);
 
 	if (quiet == t->quiet)
 		return;
@@ -394,6 +407,10 @@ aw_topic_find(Oid dbid, const char *name, bool create)
 		t->untracked_until = 0;
 		t->handoffs = 0;
 		t->limit_pins = 0;
+		t->limit_floor = 0;
+		t->hold_floor = 0;
+		t->limit_held = 0;
+		t->pool_held = 0;
 		dlist_init(&t->leases);
 		aw_topic_update_quiet(t);
 	}
@@ -1843,8 +1860,26 @@ aw_set_take_unfenced(const char *topic, int64 *want, AwUnfencedTake *out,
  *    the record if it committed; its restore leaves a record it no longer
  *    owns alone).
  *
- * A full pool counts a lease as untracked: released all together at the
- * latest of their ends -- late, never early.
+ * The pool.  A slot may need two records at once (a hand-off keeps the
+ * settled lease and its successor until the commit), and leases above
+ * their topic's limit (draining after a lowering, or more than it taken in
+ * with a first limit) hold records of their own, so the pool holds three
+ * records per slot of aion_wake.max_leases: two for every slot the limits
+ * allow, and a reserve as large as all the slots for leases above limits.
+ * Each topic holds
+ *     max(2 * max_in_flight, records + reservations, hold_floor)
+ * of it (aw_topic_hold): twice its limit, more while leases above it are
+ * live, and at least what a set_limit() not yet ended promised
+ * (hold_floor).  A claim reserves only while its topic is below its limit,
+ * and a hand-off only while it is not over it, so records and reservations
+ * never outgrow twice the limit that way, and above it they only drain.
+ * set_limit() refuses a limit that would make the sum of limits exceed
+ * aion_wake.max_leases, or the holds of all topics exceed the pool (only
+ * when leases above limits outnumber the slots: several lowerings still
+ * draining), and a limit is loaded only under the same check; so every
+ * lease the limits allow has a record.  Untracked leases (no record,
+ * released all together at their latest end) are a fallback that should
+ * never be used.
  * ---------------------------------------------------------------------
  */
 
@@ -1856,6 +1891,66 @@ static inline int64
 aw_topic_used(AwTopic *t)
 {
 	return (int64) t->n_leases + t->reserved + t->untracked - t->handoffs;
+}
+
+/* Records of the pool a topic holds (see above). */
+static inline int64
+aw_topic_hold(AwTopic *t)
+{
+	int64		hold = 2 * (int64) t->max_in_flight;
+
+	hold = Max(hold, (int64) t->n_leases + t->reserved);
+	return Max(hold, t->hold_floor);
+}
+
+/*
+ * Bring a topic's share of the pool, and of the sum of limits, up to date.
+ * While a set_limit() of it has not ended, both its limit and the one set
+ * count.  Caller holds the set lock.
+ */
+static void
+aw_topic_pool_sync(AwTopic *t)
+{
+	int64		hold = aw_topic_hold(t);
+	int32		limit = Max(t->max_in_flight, t->limit_floor);
+
+	aw_shared->pool_held += hold - t->pool_held;
+	t->pool_held = hold;
+	aw_shared->limits_held += (int64) limit - t->limit_held;
+	t->limit_held = limit;
+}
+
+/*
+ * The records a topic will hold once max_in_flight is its limit, with
+ * n_take_in live leases taken in when it has none yet.
+ */
+static int64
+aw_topic_hold_with(AwTopic *t, int32 max_in_flight, int32 n_take_in)
+{
+	int64		records = (int64) t->n_leases + t->reserved;
+
+	if (max_in_flight == 0)
+		return 0;
+	if (t->max_in_flight == 0)
+		records += n_take_in;
+	return Max(2 * (int64) max_in_flight, records);
+}
+
+/*
+ * Can a topic have the limit max_in_flight and hold `hold` records?  Else
+ * why not: the sum of limits would exceed aion_wake.max_leases, or leases
+ * above their limits hold the records of the pool.
+ */
+static AwLimitResult
+aw_pool_check(AwTopic *t, int64 hold, int32 max_in_flight)
+{
+	if (aw_shared->limits_held + Max(0, (int64) max_in_flight - t->limit_held) >
+		aw_max_leases)
+		return AW_LIMIT_POOL_FULL;
+	if (hold > t->pool_held &&
+		aw_shared->pool_held + (hold - t->pool_held) > AW_LEASE_RECORDS)
+		return AW_LIMIT_LEASES_FULL;
+	return AW_LIMIT_OK;
 }
 
 static void
@@ -1901,9 +1996,9 @@ aw_lease_remove(AwLease *l)
 /*
  * Record a lease of a limited topic, in state (OPEN for a claim, owner
  * this backend; LIVE when taken in from the table).  A record the lease has
- * already is kept (a reload).  When the pool is full, the lease is
- * untracked, released with the others at the latest of their ends -- late,
- * never early.  Returns true when the lease is now the first
+ * already is kept (a reload).  Should the pool be full all the same, the
+ * lease is untracked, released with the others at the latest of their
+ * ends -- late, never early.  Returns true when the lease is now the first
  * to end: whoever sleeps until a lease end must look again.  Caller holds
  * the set lock exclusively.
  */
@@ -2311,41 +2406,39 @@ aw_set_topic_limited(const char *topic, int32 *max_in_flight)
 
 /*
  * set_limit() of a topic, called with the topic locked exclusively: check
- * that the pool can hold the limit (the sum of all limits, and records for
- * n_leases leases the topic has now when it has no limit yet) and promise
- * it, so that concurrent calls on other topics cannot oversell the pool;
- * pin the topic in the table until the transaction ends.  Returns
- * AW_LIMIT_OK, or why not.
+ * that the sum of limits with this one stays within aion_wake.max_leases,
+ * and that the pool can hold the records the topic will hold (twice the
+ * limit, or its n_leases live leases now when it has no limit yet and they
+ * are more, or the records it holds now if more) beside those of every
+ * other topic; promise both (limit_floor, hold_floor), so that concurrent
+ * calls on other topics cannot oversell them; pin the topic in the table
+ * until the transaction ends.  Two calls on one topic in one transaction
+ * promise the larger of each.  Returns AW_LIMIT_OK, or why not.
  */
 AwLimitResult
 aw_set_limit_promise(const char *topic, int32 max_in_flight, int32 n_leases,
 					 int32 *old_max)
 {
 	AwTopic    *t;
-	int64		raise;
-	int64		records = 0;
 	AwLimitResult r = AW_LIMIT_OK;
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	t = aw_topic_find(MyDatabaseId, topic, max_in_flight > 0);
 	*old_max = t ? t->max_in_flight : 0;
-	raise = Max(0, (int64) max_in_flight - *old_max);
-	if (*old_max == 0 && max_in_flight > 0)
-		records = n_leases;
 	if (t == NULL && max_in_flight > 0)
 		r = AW_LIMIT_TOPICS_FULL;
-	else if (aw_shared->limits_sum + aw_shared->limits_promised + raise > aw_max_leases)
-		r = AW_LIMIT_POOL_FULL;
-	else if (records > 0 &&
-			 hash_get_num_entries(aw_leases) + aw_shared->records_promised + records >
-			 aw_max_leases)
-		r = AW_LIMIT_LEASES_FULL;
 	else if (t != NULL)
 	{
-		aw_shared->limits_promised += raise;
-		aw_shared->records_promised += records;
-		t->limit_pins++;
-		aw_topic_update_quiet(t);
+		int64		hold = aw_topic_hold_with(t, max_in_flight, n_leases);
+
+		r = aw_pool_check(t, hold, max_in_flight);
+		if (r == AW_LIMIT_OK)
+		{
+			t->limit_floor = Max(t->limit_floor, max_in_flight);
+			t->hold_floor = Max(t->hold_floor, hold);
+			t->limit_pins++;
+			aw_topic_update_quiet(t);
+		}
 	}
 	LWLockRelease(aw_shared->lock);
 	return r;
@@ -2353,21 +2446,28 @@ aw_set_limit_promise(const char *topic, int32 max_in_flight, int32 n_leases,
 
 /*
  * Just before the commit of a set_limit() that gives a topic its first
- * limit, its live leases were counted again, n_old before, n_new now:
- * promise the pool the difference.  Returns false when it cannot hold it.
+ * limit, its live leases were counted again, n_leases now: promise the
+ * pool what they need.  Returns false when it cannot hold them.
  */
 bool
-aw_set_limit_repromise(int32 n_old, int32 n_new)
+aw_set_limit_repromise(const char *topic, int32 max_in_flight, int32 n_leases)
 {
+	AwTopic    *t;
 	bool		ok = true;
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	if (n_new > n_old &&
-		hash_get_num_entries(aw_leases) + aw_shared->records_promised + (n_new - n_old) >
-		aw_max_leases)
-		ok = false;
-	else
-		aw_shared->records_promised += n_new - n_old;
+	t = aw_topic_find(MyDatabaseId, topic, false);
+	if (t != NULL)
+	{
+		int64		hold = aw_topic_hold_with(t, max_in_flight, n_leases);
+
+		ok = (aw_pool_check(t, hold, max_in_flight) == AW_LIMIT_OK);
+		if (ok)
+		{
+			t->hold_floor = Max(t->hold_floor, hold);
+			aw_topic_update_quiet(t);
+		}
+	}
 	LWLockRelease(aw_shared->lock);
 	return ok;
 }
@@ -2378,26 +2478,28 @@ aw_set_limit_repromise(int32 n_old, int32 n_new)
  * none takes in the leases set_limit() found (those still live); a limit
  * removed drops the topic's lease records.  Returns how many blocked
  * claimers to wake: those the new slots can take (-1: all of them, the
- * limit is gone).  Without, only the promise is taken back.  Never raises.
+ * limit is gone).  Without, only the pin is taken back.  The promise ends
+ * with the transaction's last pin.  Never raises.
  */
 int32
 aw_set_limit_end(const char *topic, int32 max_in_flight, int32 old_max,
 				 const AwLiveLease *leases, int32 n_leases, bool apply)
 {
 	AwTopic    *t;
-	int64		raise = Max(0, (int64) max_in_flight - old_max);
-	int64		records = (old_max == 0 && max_in_flight > 0) ? n_leases : 0;
 	int32		wake = 0;
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	t = aw_topic_find(MyDatabaseId, topic, false);
 	if (t != NULL && t->limit_pins > 0)
 	{
-		aw_shared->limits_promised -= raise;
-		aw_shared->records_promised -= records;
 		t->limit_pins--;
 		if (apply)
 			wake = aw_topic_apply_limit(t, max_in_flight, leases, n_leases);
+		if (t->limit_pins == 0)
+		{
+			t->limit_floor = 0;
+			t->hold_floor = 0;
+		}
 		aw_topic_update_quiet(t);
 	}
 	LWLockRelease(aw_shared->lock);
@@ -2408,7 +2510,7 @@ aw_set_limit_end(const char *topic, int32 max_in_flight, int32 old_max,
  * Make max_in_flight a topic's limit (0: none), and when it had none, take
  * in its live leases (a lease whose end has passed is skipped; one the set
  * records already is kept).  Returns the claimers to wake, as above.
- * Caller holds the set lock exclusively.
+ * Caller holds the set lock exclusively, and has checked the pool.
  */
 static int32
 aw_topic_apply_limit(AwTopic *t, int32 max_in_flight, const AwLiveLease *leases,
@@ -2420,13 +2522,13 @@ aw_topic_apply_limit(AwTopic *t, int32 max_in_flight, const AwLiveLease *leases,
 
 	old_free = t->max_in_flight > 0 ?
 		(int32) Max(0, t->max_in_flight - aw_topic_used(t)) : 0;
-	aw_shared->limits_sum += (int64) max_in_flight - t->max_in_flight;
 	if (max_in_flight == 0)
 	{
 		while (!dlist_is_empty(&t->leases))
 			(void) aw_lease_remove(dlist_head_element(AwLease, topic_node, &t->leases));
 		t->untracked = 0;
 		t->max_in_flight = 0;
+		aw_topic_update_quiet(t);
 		return -1;
 	}
 	if (t->max_in_flight == 0)
@@ -2439,30 +2541,36 @@ aw_topic_apply_limit(AwTopic *t, int32 max_in_flight, const AwLiveLease *leases,
 		}
 	}
 	t->max_in_flight = max_in_flight;
+	aw_topic_update_quiet(t);
 	return (int32) Max(0, Max(0, t->max_in_flight - aw_topic_used(t)) - old_free);
 }
 
 /*
  * Loading a database's limits from aion_wake.limits (after a postmaster
- * start or a crash, by the worker or the first claim): apply one topic's
- * limit with its live leases, as at the commit of set_limit().  Returns
- * false when the topic table or the pool cannot hold it (the caller warns).
+ * start or a crash, or in a database made from a template): apply one
+ * topic's limit with its live leases, as at the commit of set_limit() --
+ * and only if the pool can hold it, as set_limit() checks.  Returns
+ * AW_LIMIT_OK, or why it was not applied (the caller warns).
  */
-bool
+AwLimitResult
 aw_set_limit_load(const char *topic, int32 max_in_flight, const AwLiveLease *leases,
 				  int32 n_leases)
 {
 	AwTopic    *t;
+	AwLimitResult r = AW_LIMIT_TOPICS_FULL;
 
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	t = aw_topic_find(MyDatabaseId, topic, true);
 	if (t != NULL)
 	{
-		(void) aw_topic_apply_limit(t, max_in_flight, leases, n_leases);
+		r = aw_pool_check(t, aw_topic_hold_with(t, max_in_flight, n_leases),
+						  max_in_flight);
+		if (r == AW_LIMIT_OK)
+			(void) aw_topic_apply_limit(t, max_in_flight, leases, n_leases);
 		aw_topic_update_quiet(t);
 	}
 	LWLockRelease(aw_shared->lock);
-	return t != NULL;
+	return r;
 }
 
 /*

@@ -70,8 +70,8 @@ aw_define_settings(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("aion_wake.max_leases",
-							"Size of the shared-memory pool of lease records for limited topics.",
-							"The sum of every topic's max_in_flight may not exceed it.",
+							"Slots of limited topics the shared-memory lease pool holds.",
+							"The sum of every topic's max_in_flight may not exceed it; the pool has three lease records per slot.",
 							&aw_max_leases,
 							16384, 16, 16 * 1024 * 1024,
 							PGC_POSTMASTER,

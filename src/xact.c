@@ -693,7 +693,7 @@ aw_level_before_commit(AwLevel *l)
 
 		if (r->kind == AW_REC_LIMIT && r->limit.promised && !r->superseded &&
 			r->recount != NULL)
-			r->recount(r->topic, &r->leases, &r->n_leases);
+			r->recount(r->topic, r->max_in_flight, &r->leases, &r->n_leases);
 	}
 }
 
