@@ -2212,7 +2212,11 @@ aw_set_lease_settle(const char *key, int64 token, AwLeaseState *prev)
 		r = AW_SETTLE_REPEAT;
 	else if (l != NULL)
 	{
-		/* OPEN by another backend: its claim committed (see above) */
+		/*
+		 * OPEN by this backend: claimed by this transaction.  OPEN or
+		 * SETTLED by another: that transaction has ended, its callback is
+		 * still to run (see above), and the lease is LIVE.
+		 */
 		if (l->state == AW_LEASE_OPEN && l->owner_pid == MyProcPid)
 			*prev = AW_LEASE_OPEN;
 		l->state = AW_LEASE_SETTLED;
