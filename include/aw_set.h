@@ -59,6 +59,8 @@ typedef struct AwCounters
 	uint64		credits_used;
 	uint64		slots_returned;
 	uint64		leases_expired;
+	uint64		limits_not_loaded;	/* claims of a topic whose limit was not
+									 * loaded yet, which took nothing of it */
 	TimestampTz last_pulse_at;
 } AwCounters;
 
@@ -293,9 +295,10 @@ extern bool aw_set_limit_repromise(const char *topic, int32 max_in_flight, int32
 extern int32 aw_set_limit_end(const char *topic, int32 max_in_flight, int32 old_max,
 							  const AwLiveLease *leases, int32 n_leases, bool apply);
 extern AwLimitResult aw_set_limit_load(const char *topic, int32 max_in_flight,
-									   const AwLiveLease *leases, int32 n_leases);
-extern bool aw_set_limits_loaded(Oid table);
-extern void aw_set_mark_limits_loaded(Oid table);
+									   const AwLiveLease *leases, int32 n_leases,
+									   int32 *wake);
+extern void aw_set_forget_limits(Oid dbid);
+extern void aw_set_count_limit_not_loaded(void);
 extern int64 aw_set_lease_count(void);
 
 /* the worker's timers */

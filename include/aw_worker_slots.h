@@ -37,6 +37,8 @@ typedef struct AwWorkerSlot
 	bool		connected;		/* the worker is connected to dbname */
 	bool		listening;
 	bool		rebuilt;		/* the set holds this database's parks */
+	bool		limits_loaded;	/* ... and every limit of limits_table */
+	Oid			limits_table;	/* the aion_wake.limits they came from */
 	bool		db_missing;		/* could not connect: wait for the database */
 	int			ddl_pid;		/* a backend dropping or renaming it, or 0 */
 	slock_t		mutex;

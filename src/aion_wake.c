@@ -27,6 +27,7 @@
 #include "storage/shmem.h"
 
 #include "aion_wake.h"
+#include "aw_limits.h"
 #include "aw_plans.h"
 #include "aw_set.h"
 #include "aw_waiters.h"
@@ -60,6 +61,7 @@ _PG_init(void)
 	shmem_startup_hook = aw_shmem_startup;
 
 	aw_plans_init();
+	aw_limits_init();
 	aw_worker_slots_init();
 	aw_register_workers();
 }

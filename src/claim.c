@@ -39,8 +39,12 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/array.h"
+#include "catalog/namespace.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
@@ -63,6 +67,12 @@ PG_FUNCTION_INFO_V1(aw_claim_topics);
 
 /* columns of aion_wake.outbox: 9 in the 1.0 schema, 10 from 1.1 */
 #define AW_OUTBOX_MAX_NATTS 10
+
+/*
+ * In a database no worker serves, a claim waiting on a topic whose limit it
+ * could not load (its lock was held) tries again this often.
+ */
+#define AW_MISSING_LIMIT_RETRY_MS 250
 
 /* at most this many settled leases of a topic pass their slots to one claim */
 #define AW_HANDOFF_MAX 64
@@ -97,6 +107,8 @@ typedef struct AwClaim
 	AwClaimTopic topics[AW_WAIT_MAX_TOPICS];
 	bool		settle_slot;	/* topics[0] is unlimited and a settle in this
 								 * call freed a slot of it (see aw_claim_next) */
+	bool		warned;			/* a missing limit was reported */
+	uint64		missing;		/* topics whose limit is not loaded yet */
 	/* rows taken by the current attempt */
 	uint64		claimed;
 	AwLiveLease *leases;		/* of limited topics */
@@ -146,11 +158,11 @@ static const char aw_claim_sql[] =
 " ORDER BY u.dispatch_key IS NULL, c.old_fence, c.dispatch_key";
 
 static SPIPlanPtr
-aw_claim_plan(void)
+aw_claim_plan(bool v11)
 {
 	static const Oid types[5] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID,
 	INT4OID, TIMESTAMPTZOID};
-	int			v = aw_schema_version() >= 11 ? 1 : 0;
+	int			v = v11 ? 1 : 0;
 
 	if (aw_claim_plans[v] == NULL)
 	{
@@ -237,6 +249,9 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 	int			i;
 	int			open = 0;
 
+	/* in one order (by lock key), before anything is reserved */
+	if (limits)
+		aw_lock_topics_shared(c->names, c->ntopics, mask);
 	for (i = 0; i < c->ntopics; i++)
 	{
 		AwClaimTopic *t = &c->topics[i];
@@ -251,7 +266,6 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 			int			n;
 			int			j;
 
-			aw_lock_topic(t->name, AccessShareLock);
 			t->ready_gen = aw_waiters_ready_gen(MyDatabaseId, t->name);
 			/* recorded first: an error gives back what is reserved */
 			t->reserve = aw_xact_prepare_reserve(t->name);
@@ -363,6 +377,22 @@ aw_claim_spend(AwClaim *c, int i, int cap)
 }
 
 /*
+ * Lock aion_wake.outbox as the claim's statement will (ROW EXCLUSIVE),
+ * which takes in the invalidations of an ALTER EXTENSION ... UPDATE that
+ * committed since this backend last looked.
+ */
+static void
+aw_lock_outbox(void)
+{
+	Oid			nsp = get_namespace_oid("aion_wake", false);
+	Oid			rel = get_relname_relid("outbox", nsp);
+
+	if (OidIsValid(rel))
+		LockRelationOid(rel, RowExclusiveLock);
+	AcceptInvalidationMessages();
+}
+
+/*
  * One claim attempt over the topics in mask: lease up to max_rows rows
  * into the result tuplestore.  First, for the topics in spend, pulse slots
  * are spent on their oldest confirmed parks, claimed straight from their
@@ -373,8 +403,9 @@ aw_claim_spend(AwClaim *c, int i, int cap)
 static uint64
 aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 {
-	TimestampTz now = GetCurrentTimestamp();
-	bool		limits = aw_schema_version() >= 11;
+	TimestampTz now;
+	bool		limits;
+	int			pnatts;
 	Datum	   *names;
 	Datum	   *allows;
 	Datum		args[5];
@@ -383,6 +414,27 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	int			nq = 0;
 	int			i;
 
+	/*
+	 * The schema this attempt acts on: the one installed now, which no
+	 * ALTER EXTENSION ... UPDATE can change before this transaction (or a
+	 * waiting claim's probe) ends, since the lock taken here waits for it
+	 * and takes in its invalidations.  A claim that slept across an update
+	 * leases the 1.1 way from its first probe after it.  Its result keeps
+	 * the columns it was called with (c->natts); the statement returns
+	 * those of the schema (pnatts), then the claim's own.
+	 */
+	aw_lock_outbox();
+	limits = aw_schema_version() >= 11;
+	pnatts = limits ? AW_OUTBOX_MAX_NATTS : AW_OUTBOX_MAX_NATTS - 1;
+	c->missing = 0;
+	if (limits)
+	{
+		c->missing = aw_limits_missing(c->names, c->ntopics, mask, c->served, !c->warned);
+		c->warned |= (c->missing != 0);
+		mask &= ~c->missing;
+	}
+
+	now = GetCurrentTimestamp();
 	c->lease_end = aw_clock_plus(now, c->lease);
 	c->claimed = 0;
 	c->nleases = 0;
@@ -423,19 +475,19 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		args[3] = Int32GetDatum(c->max_rows - (int32) c->claimed);
 		args[4] = TimestampTzGetDatum(c->lease_end);
 
-		n = aw_plan_run(aw_claim_plan(), args, NULL, SPI_OK_SELECT);
+		n = aw_plan_run(aw_claim_plan(limits), args, NULL, SPI_OK_SELECT);
 		for (r = 0; r < n; r++)
 		{
 			HeapTuple	tup = SPI_tuptable->vals[r];
 			TupleDesc	desc = SPI_tuptable->tupdesc;
 			Datum		values[AW_OUTBOX_MAX_NATTS];
 			bool		nulls[AW_OUTBOX_MAX_NATTS];
-			char	   *topic = SPI_getvalue(tup, desc, c->natts + 3);
+			char	   *topic = SPI_getvalue(tup, desc, pnatts + 3);
 			AwClaimTopic *t = &c->topics[aw_claim_topic_index(c, topic)];
 			bool		isnull;
 			int			a;
 
-			if (!DatumGetBool(SPI_getbinval(tup, desc, c->natts + 4, &isnull)))
+			if (!DatumGetBool(SPI_getbinval(tup, desc, pnatts + 4, &isnull)))
 			{
 				t->excess++;
 				continue;
@@ -445,7 +497,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 			aw_claim_take_row(c, t, values, nulls);
 
 			/* a claimed row is no longer parked: forget its entry at commit */
-			if (DatumGetBool(SPI_getbinval(tup, desc, c->natts + 2, &isnull)))
+			if (DatumGetBool(SPI_getbinval(tup, desc, pnatts + 2, &isnull)))
 				aw_xact_record_forget(TextDatumGetCString(values[0]));
 		}
 	}
@@ -677,6 +729,9 @@ aw_claim_wait(AwClaim *c, int64 wait)
 			timeout = (long) ((deadline - now + 999) / 1000);
 			if (!c->served)
 				timeout = Min(timeout, aw_ms_until_next_event(c, now));
+			/* no worker loads a missing limit here: this claim tries again */
+			if (!c->served && c->missing != 0)
+				timeout = Min(timeout, AW_MISSING_LIMIT_RETRY_MS);
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 timeout, aw_wait_event_claim());
 			CHECK_FOR_INTERRUPTS();
@@ -711,7 +766,6 @@ aw_claim_run(FunctionCallInfo fcinfo, AwClaim *c, int argno_max_rows)
 	if (c->natts > AW_OUTBOX_MAX_NATTS)
 		elog(ERROR, "aion_wake.outbox has %d columns, more than %d", c->natts,
 			 AW_OUTBOX_MAX_NATTS);
-	aw_limits_ensure_loaded();
 	SPI_connect();
 	if (wait > 0 && aw_max_wait_ms > 0)
 		aw_claim_wait(c, wait);

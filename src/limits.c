@@ -18,10 +18,28 @@
  *	  else (pg_extension, the topic's hash, sub-id AW_TOPIC_LOCK_SUBID); in
  *	  pg_locks it is an "object" lock.
  *
+ *	  Claims of several topics lock them in one order (by lock key), and
+ *	  set_limit() takes its exclusive locks only just before its commit,
+ *	  all of its transaction's topics at once in that order, waiting only
+ *	  while it holds none of them: a claim and a set_limit() never wait
+ *	  for each other in a cycle.  set_limit() calls on one topic are kept
+ *	  apart by a second lock (AW_LIMIT_WRITER_SUBID) taken at the call,
+ *	  which claims never take.
+ *
  *	  When shared memory is new (postmaster start, crash restart) the set
- *	  holds no limit: the first claim, settle or set_limit() of a database,
- *	  or its worker at start, loads them from aion_wake.limits, with each
- *	  topic's live leases, under the same exclusive topic locks.
+ *	  holds no limit.  In a database a worker serves, the worker loads them
+ *	  at start, before it marks the database ready, one topic per short
+ *	  transaction of its own: it takes the topic's lock only if it is free
+ *	  (a prepared transaction may hold it in share mode for ever), reads
+ *	  the limit and the live leases with a snapshot taken after it holds
+ *	  the lock, and retries what it could not load.  In a database no
+ *	  worker serves, a claim loads the limits of its own topics the same
+ *	  way, in a subtransaction that is rolled back at once (so it keeps no
+ *	  lock; what it put in shared memory stays).  Until a topic's limit is
+ *	  loaded, a claim of it takes nothing (with a WARNING, counted in
+ *	  aion_wake.status.limits_not_loaded): a limit is never silently
+ *	  absent.  DROP DATABASE and DROP EXTENSION give the database's limits
+ *	  back to the cluster-wide pool at their commit.
  *
  * Copyright (c) 2026, aion_wake authors
  *
@@ -32,8 +50,12 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
+#include "commands/extension.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
@@ -50,14 +72,58 @@
 #include "aw_plans.h"
 #include "aw_set.h"
 #include "aw_waiters.h"
+#include "aw_worker_slots.h"
 #include "aw_xact.h"
 
 PG_FUNCTION_INFO_V1(aw_set_limit);
 
-/* the object sub-id that sets topic locks apart from real pg_extension locks */
+/* the object sub-ids that set topic locks apart from real pg_extension locks */
 #define AW_TOPIC_LOCK_SUBID 0xA10E
+#define AW_LIMIT_WRITER_SUBID 0xA10F
 
 static SPIPlanPtr aw_live_leases_plan = NULL;
+static SPIPlanPtr aw_limit_of_plan = NULL;
+
+/* the topics this transaction called set_limit() for (TopTransactionContext) */
+static List *aw_limit_topics = NIL;
+static TransactionId aw_limit_topics_xid = InvalidTransactionId;
+static TransactionId aw_limit_locked_xid = InvalidTransactionId;
+
+/* databases whose limits this transaction's DROP gives back at commit */
+static List *aw_dropped_dbs = NIL;
+static bool aw_drop_callback_registered = false;
+static object_access_hook_type prev_object_access_hook = NULL;
+
+static uint32
+aw_topic_lock_key(const char *topic)
+{
+	return hash_bytes((const unsigned char *) topic, (int) strlen(topic));
+}
+
+static int
+aw_key_cmp(const void *a, const void *b)
+{
+	uint32		x = *(const uint32 *) a;
+	uint32		y = *(const uint32 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* Sort lock keys and drop duplicates; returns how many are left. */
+static int
+aw_keys_sort(uint32 *keys, int n)
+{
+	int			i;
+	int			m = 0;
+
+	qsort(keys, n, sizeof(uint32), aw_key_cmp);
+	for (i = 0; i < n; i++)
+	{
+		if (m == 0 || keys[m - 1] != keys[i])
+			keys[m++] = keys[i];
+	}
+	return m;
+}
 
 /*
  * Lock a topic of this database until the end of the transaction: claims
@@ -68,36 +134,116 @@ static SPIPlanPtr aw_live_leases_plan = NULL;
 void
 aw_lock_topic(const char *topic, LOCKMODE mode)
 {
-	uint32		h = hash_bytes((const unsigned char *) topic, (int) strlen(topic));
+	LockDatabaseObject(ExtensionRelationId, (Oid) aw_topic_lock_key(topic),
+					   AW_TOPIC_LOCK_SUBID, mode);
+}
 
-	LockDatabaseObject(ExtensionRelationId, (Oid) h, AW_TOPIC_LOCK_SUBID, mode);
+/*
+ * Lock the topics whose bit is set in mask in share mode, in the one order
+ * every multi-topic locker uses (by lock key), until the transaction ends.
+ */
+void
+aw_lock_topics_shared(char **topics, int ntopics, uint64 mask)
+{
+	uint32		keys[64];
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < ntopics && i < 64; i++)
+	{
+		if (mask & (UINT64CONST(1) << i))
+			keys[n++] = aw_topic_lock_key(topics[i]);
+	}
+	n = aw_keys_sort(keys, n);
+	for (i = 0; i < n; i++)
+		LockDatabaseObject(ExtensionRelationId, (Oid) keys[i], AW_TOPIC_LOCK_SUBID,
+						   AccessShareLock);
+}
+
+/*
+ * Lock every topic this transaction's set_limit() calls named, exclusively,
+ * until the transaction ends: in key order, and without ever waiting while
+ * holding one of them (a claim may hold one and wait for another).  When a
+ * lock is taken, those this call took are let go, the caller waits for
+ * that one alone, lets it go and starts again.
+ */
+static void
+aw_lock_limit_topics(void)
+{
+	uint32	   *keys = palloc(sizeof(uint32) * Max(list_length(aw_limit_topics), 1));
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, aw_limit_topics)
+		keys[n++] = aw_topic_lock_key((char *) lfirst(lc));
+	n = aw_keys_sort(keys, n);
+	for (;;)
+	{
+		int			failed = -1;
+		int			i;
+
+		for (i = 0; i < n && failed < 0; i++)
+		{
+			if (!ConditionalLockDatabaseObject(ExtensionRelationId, (Oid) keys[i],
+											   AW_TOPIC_LOCK_SUBID, AccessExclusiveLock))
+				failed = i;
+		}
+		if (failed < 0)
+			break;
+		for (i = 0; i < failed; i++)
+			UnlockDatabaseObject(ExtensionRelationId, (Oid) keys[i], AW_TOPIC_LOCK_SUBID,
+								 AccessExclusiveLock);
+		LockDatabaseObject(ExtensionRelationId, (Oid) keys[failed], AW_TOPIC_LOCK_SUBID,
+						   AccessExclusiveLock);
+		UnlockDatabaseObject(ExtensionRelationId, (Oid) keys[failed], AW_TOPIC_LOCK_SUBID,
+							 AccessExclusiveLock);
+		CHECK_FOR_INTERRUPTS();
+	}
+	pfree(keys);
 }
 
 /*
  * The live leases of a topic, from the table: rows whose leased_until is
- * ahead.  Returns them in an array allocated in TopTransactionContext (the
- * commit callback applies them), their number in *n.  Caller is connected
- * to SPI and holds the topic's lock exclusively.
+ * ahead, read with a snapshot taken now (not the transaction's: under
+ * REPEATABLE READ that would miss the claims whose topic locks the caller
+ * waited for).  A live lease's visible_after equals its leased_until (the
+ * claim set both), so visible_after bounds the scan of the (topic,
+ * visible_after) index to the leases ahead instead of every row of the
+ * topic.  Returns them in an array allocated in TopTransactionContext (the
+ * commit callback applies them), their number in *n; NULL, when the pool
+ * could not hold them, if !raise (else that is an error).  Caller is
+ * connected to SPI and holds the topic's lock exclusively.
  */
 static AwLiveLease *
-aw_read_live_leases(const char *topic, int32 *n)
+aw_read_live_leases(const char *topic, int32 *n, bool raise)
 {
 	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
 	Datum		args[2];
 	AwLiveLease *leases;
 	uint64		i;
+	int			rc;
 
 	args[0] = CStringGetTextDatum(topic);
 	args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-	(void) aw_plan_run(aw_plan_prepare(&aw_live_leases_plan,
-									   "SELECT dispatch_key, lease_token, leased_until "
-									   "  FROM aion_wake.outbox "
-									   " WHERE topic OPERATOR(pg_catalog.=) $1 "
-									   "   AND leased_until OPERATOR(pg_catalog.>) $2 "
-									   "   AND lease_token IS NOT NULL",
-									   2, types),
-					   args, NULL, SPI_OK_SELECT);
+	PushActiveSnapshot(GetLatestSnapshot());
+	rc = SPI_execute_snapshot(aw_plan_prepare(&aw_live_leases_plan,
+											  "SELECT dispatch_key, lease_token, leased_until "
+											  "  FROM aion_wake.outbox "
+											  " WHERE topic OPERATOR(pg_catalog.=) $1 "
+											  "   AND visible_after OPERATOR(pg_catalog.>) $2 "
+											  "   AND leased_until OPERATOR(pg_catalog.>) $2 "
+											  "   AND lease_token IS NOT NULL",
+											  2, types),
+							  args, NULL, GetActiveSnapshot(), InvalidSnapshot,
+							  true, false, 0);
+	PopActiveSnapshot();
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "aion_wake statement failed: %s (expected %s)",
+			 SPI_result_code_string(rc), SPI_result_code_string(SPI_OK_SELECT));
 	if (SPI_processed > (uint64) aw_max_leases)
+	{
+		if (!raise)
+			return NULL;
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("topic \"%s\" has more live leases than the lease pool holds", topic),
@@ -106,6 +252,7 @@ aw_read_live_leases(const char *topic, int32 *n)
 						   aw_max_leases),
 				 errhint("Wait for the leases to end, or increase \"%s\".",
 						 "aion_wake.max_leases")));
+	}
 	*n = (int32) SPI_processed;
 	leases = MemoryContextAllocZero(TopTransactionContext,
 									sizeof(AwLiveLease) * Max(*n, 1));
@@ -123,69 +270,206 @@ aw_read_live_leases(const char *topic, int32 *n)
 	return leases;
 }
 
+/* The OID of this database's aion_wake.limits, or InvalidOid. */
+Oid
+aw_limits_table(void)
+{
+	Oid			nsp = get_namespace_oid("aion_wake", true);
+
+	return OidIsValid(nsp) ? get_relname_relid("limits", nsp) : InvalidOid;
+}
+
 /*
- * Make sure the set holds this database's limits: load them from
- * aion_wake.limits, each with its topic's live leases, if shared memory is
- * new.  Every claim, settle and set_limit() calls this first, and the
- * worker at start.  With the 1.0 schema there are no limits.
+ * Load one topic's limit, with its live leases, into the set, unless it is
+ * there already.  Takes the topic's lock exclusively only if nobody holds
+ * it (AW_LOAD_BUSY if someone does: try again later), then reads the limit
+ * and the leases with a snapshot taken after that, so that every set_limit()
+ * committed before is seen and every one after applies itself on top.
+ * The caller ends its (sub)transaction soon after, and with it the lock.
+ * Caller is connected to SPI; the 1.1 schema is installed.
  */
-void
-aw_limits_ensure_loaded(void)
+AwLoadResult
+aw_limits_load_topic(const char *topic)
+{
+	static const Oid types[1] = {TEXTOID};
+	Datum		args[1];
+	int32		max_in_flight;
+	int32		n_leases = 0;
+	AwLiveLease *leases;
+	AwLimitResult r;
+	int32		wake;
+	bool		isnull;
+	int			rc;
+
+	if (aw_set_topic_limited(topic, &max_in_flight))
+		return AW_LOAD_DONE;
+	if (!ConditionalLockDatabaseObject(ExtensionRelationId, (Oid) aw_topic_lock_key(topic),
+									   AW_TOPIC_LOCK_SUBID, AccessExclusiveLock))
+		return AW_LOAD_BUSY;
+
+	args[0] = CStringGetTextDatum(topic);
+	PushActiveSnapshot(GetLatestSnapshot());
+	rc = SPI_execute_snapshot(aw_plan_prepare(&aw_limit_of_plan,
+											  "SELECT max_in_flight FROM aion_wake.limits "
+											  " WHERE topic OPERATOR(pg_catalog.=) $1",
+											  1, types),
+							  args, NULL, GetActiveSnapshot(), InvalidSnapshot,
+							  true, false, 0);
+	PopActiveSnapshot();
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "aion_wake statement failed: %s (expected %s)",
+			 SPI_result_code_string(rc), SPI_result_code_string(SPI_OK_SELECT));
+	if (SPI_processed == 0)
+		return AW_LOAD_DONE;	/* no limit (any more) */
+	max_in_flight = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 1, &isnull));
+	leases = aw_read_live_leases(topic, &n_leases, false);
+	if (leases == NULL)
+		return AW_LOAD_FULL;
+	/* the pool is checked as set_limit() checks it */
+	r = aw_set_limit_load(topic, max_in_flight, leases, n_leases, &wake);
+	pfree(leases);
+	if (r != AW_LIMIT_OK)
+		return AW_LOAD_FULL;
+	/* claims that found the limit missing sleep: the slots are there now */
+	if (wake > 0)
+		(void) aw_waiters_wake(MyDatabaseId, topic, wake);
+	return AW_LOAD_DONE;
+}
+
+/* Did this transaction call set_limit() for topic? */
+static bool
+aw_limit_topic_listed(const char *topic)
+{
+	ListCell   *lc;
+
+	foreach(lc, aw_limit_topics)
+	{
+		if (strcmp((char *) lfirst(lc), topic) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * In a database no worker serves: load one topic's limit in a
+ * subtransaction that is rolled back at once, so that the caller's
+ * transaction keeps no lock of it (what it put in shared memory stays).
+ */
+static void
+aw_limits_load_detached(const char *topic)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		SPI_connect();
+		(void) aw_limits_load_topic(topic);
+		SPI_finish();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(oldcontext);
+	CurrentResourceOwner = oldowner;
+}
+
+/*
+ * Before a claim of the topics whose bit is set in mask reserves slots:
+ * which of them have a limit in aion_wake.limits that the set does not
+ * hold yet?  The claim takes nothing of those (it fails closed, with a
+ * WARNING when warn, and the counter rises).  In a database whose worker
+ * has loaded every limit there is nothing to look up; in one it serves
+ * but has not loaded yet, the worker is woken to load them; in one no
+ * worker serves, the claim loads them itself first (bounded: it never
+ * waits for a lock, and keeps none).  Returns the mask of those topics.
+ * Caller is connected to SPI; the 1.1 schema is installed.
+ */
+uint64
+aw_limits_missing(char **topics, int ntopics, uint64 mask, bool served, bool warn)
 {
 	static SPIPlanPtr plan = NULL;
-	uint64		i;
+	static const Oid types[1] = {TEXTARRAYOID};
+	AwWorkerSlot *slot = served ? aw_worker_slot_for(MyDatabaseId) : NULL;
+	Datum	   *names = palloc(sizeof(Datum) * ntopics);
+	Datum		args[1];
+	uint64		missing = 0;
 	uint64		n;
-	char	  **topics;
-	int32	   *maxes;
-	Oid			table;
+	uint64		r;
+	int			nq = 0;
+	int			i;
 
-	if (aw_schema_version() < 11)
-		return;
-	table = get_relname_relid("limits", get_namespace_oid("aion_wake", false));
-	if (aw_set_limits_loaded(table))
-		return;
+	if (slot != NULL && slot->limits_loaded && slot->limits_table == aw_limits_table())
+		return 0;
+	for (i = 0; i < ntopics; i++)
+	{
+		int32		max_in_flight;
 
-	SPI_connect();
+		if ((mask & (UINT64CONST(1) << i)) &&
+			!aw_set_topic_limited(topics[i], &max_in_flight))
+			names[nq++] = CStringGetTextDatum(topics[i]);
+	}
+	if (nq == 0)
+		return 0;
+	args[0] = PointerGetDatum(construct_array(names, nq, TEXTOID, -1, false, TYPALIGN_INT));
 	n = aw_plan_run(aw_plan_prepare(&plan,
-									"SELECT topic, max_in_flight FROM aion_wake.limits",
-									0, NULL),
-					NULL, NULL, SPI_OK_SELECT);
-	topics = palloc(sizeof(char *) * Max(n, 1));
-	maxes = palloc(sizeof(int32) * Max(n, 1));
-	for (i = 0; i < n; i++)
+									"SELECT topic FROM aion_wake.limits "
+									" WHERE topic OPERATOR(pg_catalog.=) ANY ($1)",
+									1, types),
+					args, NULL, SPI_OK_SELECT);
+	if (n == 0)
+		return 0;
 	{
-		bool		isnull;
+		char	  **limited = palloc(sizeof(char *) * n);
 
-		topics[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-		maxes[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
-											   SPI_tuptable->tupdesc, 2, &isnull));
+		for (r = 0; r < n; r++)
+			limited[r] = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
+		for (r = 0; r < n; r++)
+		{
+			int32		max_in_flight;
+
+			/* this transaction's own set_limit() counts it at its commit */
+			if (aw_limit_topics_xid == GetTopTransactionIdIfAny() &&
+				TransactionIdIsValid(aw_limit_topics_xid) &&
+				aw_limit_topic_listed(limited[r]))
+				continue;
+			if (!served)
+				aw_limits_load_detached(limited[r]);
+			if (aw_set_topic_limited(limited[r], &max_in_flight))
+				continue;
+			for (i = 0; i < ntopics; i++)
+			{
+				if (strcmp(topics[i], limited[r]) == 0)
+					missing |= UINT64CONST(1) << i;
+			}
+			aw_set_count_limit_not_loaded();
+			if (warn)
+				ereport(WARNING,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("the limit of topic \"%s\" is not loaded yet", limited[r]),
+						 errdetail("A claim takes no row of a limited topic until its limit and live leases are in shared memory."),
+						 served ?
+						 errhint("The worker of this database loads it, and retries until it can.") :
+						 errhint("Each claim of the topic retries the load; it waits for no transaction that holds the topic's lock.")));
+		}
 	}
-	for (i = 0; i < n; i++)
-	{
-		int32		n_leases;
-		AwLiveLease *leases;
-
-		AwLimitResult r;
-
-		aw_lock_topic(topics[i], AccessExclusiveLock);
-		leases = aw_read_live_leases(topics[i], &n_leases);
-		/* the pool is checked as set_limit() checks it */
-		r = aw_set_limit_load(topics[i], maxes[i], leases, n_leases);
-		if (r != AW_LIMIT_OK)
-			ereport(WARNING,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 r == AW_LIMIT_TOPICS_FULL ?
-					 errmsg("aion_wake topic table is full") :
-					 errmsg("aion_wake lease pool cannot hold the limit of topic \"%s\"",
-							topics[i]),
-					 errdetail("The limit of topic \"%s\" could not be loaded; its claims are not limited.",
-							   topics[i]),
-					 errhint("Increase \"%s\".", r == AW_LIMIT_TOPICS_FULL ?
-							 "aion_wake.max_topics" : "aion_wake.max_leases")));
-		pfree(leases);
-	}
-	SPI_finish();
-	aw_set_mark_limits_loaded(table);
+	if (missing != 0 && served)
+		aw_wake_worker(MyDatabaseId);
+	return missing;
 }
 
 /* set_limit() cannot promise what the limit needs: say why */
@@ -211,24 +495,32 @@ aw_limit_refused(const char *topic, AwLimitResult r, int32 n_leases)
 }
 
 /*
- * Just before the commit of a set_limit() that gives a topic its first
- * limit: count its live leases again.  The transaction holds the topic's
- * lock exclusively, so only its own claims and settles, made after
- * set_limit() counted, can have changed them; those count too.
+ * Just before the commit of a set_limit(), called for each of its topics:
+ * the first call locks every topic of the transaction's set_limit() calls
+ * exclusively (aw_lock_limit_topics), and the limit applies at the commit
+ * under those locks.  A topic that gets its first limit counts its live
+ * leases again, now that no claim or settle of it can be open in another
+ * transaction: with a snapshot taken after the lock, whatever the
+ * caller's isolation, so the claims it waited for count, and so do its
+ * own claims and settles made after set_limit() counted.
  */
 static void
-aw_limits_recount(const char *topic, int32 max_in_flight, AwLiveLease **leases,
-				  int32 *n_leases)
+aw_limits_before_commit(const char *topic, int32 max_in_flight, AwLiveLease **leases,
+						int32 *n_leases)
 {
 	AwLiveLease *now_live;
 	int32		n;
 
-	/* no portal is left at this point: the statement needs a snapshot */
-	PushActiveSnapshot(GetTransactionSnapshot());
+	if (aw_limit_locked_xid != GetTopTransactionIdIfAny())
+	{
+		aw_lock_limit_topics();
+		aw_limit_locked_xid = GetTopTransactionIdIfAny();
+	}
+	if (*leases == NULL)
+		return;					/* the topic had a limit: its leases are counted */
 	SPI_connect();
-	now_live = aw_read_live_leases(topic, &n);
+	now_live = aw_read_live_leases(topic, &n, true);
 	SPI_finish();
-	PopActiveSnapshot();
 	if (!aw_set_limit_repromise(topic, max_in_flight, n))
 		aw_limit_refused(topic, AW_LIMIT_LEASES_FULL, n);
 	pfree(*leases);
@@ -241,6 +533,9 @@ aw_limits_recount(const char *topic, int32 max_in_flight, AwLiveLease **leases,
  * leased at once, from the commit of this transaction; NULL removes the
  * limit.  Refused (53400) when the lease pool cannot hold it, or the topic
  * table has no room for the topic: a limit is never silently exceeded.
+ * The topic lock is taken just before the commit (see above); here only
+ * the lock that keeps set_limit() calls of one topic apart, which claims
+ * never take.
  */
 Datum
 aw_set_limit(PG_FUNCTION_ARGS)
@@ -256,6 +551,7 @@ aw_set_limit(PG_FUNCTION_ARGS)
 	AwLiveLease *leases = NULL;
 	AwLimitResult r;
 	Datum		args[3];
+	MemoryContext oldcontext;
 
 	aw_require_loaded();
 	PreventCommandDuringRecovery("aion_wake.set_limit()");
@@ -263,8 +559,8 @@ aw_set_limit(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(1))
 		max_in_flight = aw_arg_int_range(fcinfo, 1, "max_in_flight", 1, AW_MAX_IN_FLIGHT);
 
-	aw_limits_ensure_loaded();
-	aw_lock_topic(topic, AccessExclusiveLock);
+	LockDatabaseObject(ExtensionRelationId, (Oid) aw_topic_lock_key(topic),
+					   AW_LIMIT_WRITER_SUBID, AccessExclusiveLock);
 
 	SPI_connect();
 	args[0] = CStringGetTextDatum(topic);
@@ -285,13 +581,27 @@ aw_set_limit(PG_FUNCTION_ARGS)
 										   1, types),
 						   args, NULL, SPI_OK_DELETE);
 
-	/* a topic that gets its first limit takes in its live leases */
+	/*
+	 * A topic that gets its first limit takes in its live leases: counted
+	 * here for the pool's promise, and again under the lock before the
+	 * commit.
+	 */
 	if (max_in_flight > 0 && !aw_set_topic_limited(topic, &current))
-		leases = aw_read_live_leases(topic, &n_leases);
+		leases = aw_read_live_leases(topic, &n_leases, true);
 	SPI_finish();
 
+	/* the topics to lock before the commit */
+	if (aw_limit_topics_xid != GetTopTransactionId())
+	{
+		aw_limit_topics = NIL;
+		aw_limit_topics_xid = GetTopTransactionId();
+	}
+	oldcontext = MemoryContextSwitchTo(TopTransactionContext);
+	aw_limit_topics = lappend(aw_limit_topics, pstrdup(topic));
+	MemoryContextSwitchTo(oldcontext);
+
 	rec = aw_xact_record_limit(topic, max_in_flight, leases, n_leases,
-							   leases != NULL ? aw_limits_recount : NULL);
+							   aw_limits_before_commit);
 	r = aw_set_limit_promise(topic, max_in_flight, n_leases, &rec->old_max);
 	rec->promised = (r == AW_LIMIT_OK);
 	if (r != AW_LIMIT_OK)
@@ -320,4 +630,71 @@ aw_limits_expire(TimestampTz now)
 			aw_waiters_wake(released[i].dbid, released[i].topic, 1);
 	} while (n == lengthof(released));
 	return next;
+}
+
+/*
+ * At the commit of DROP DATABASE or DROP EXTENSION aion_wake: the
+ * database's limits go back to the cluster-wide pool, and its worker (if
+ * it has one) loads them again should the extension be made again.  Never
+ * raises.
+ */
+static void
+aw_limits_drop_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_PARALLEL_COMMIT &&
+		event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_ABORT)
+		return;
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
+	{
+		foreach(lc, aw_dropped_dbs)
+		{
+			Oid			dbid = lfirst_oid(lc);
+			AwWorkerSlot *slot = aw_worker_slot_for(dbid);
+
+			aw_set_forget_limits(dbid);
+			if (slot != NULL)
+				slot->limits_loaded = false;
+		}
+	}
+	aw_dropped_dbs = NIL;		/* was in TopTransactionContext */
+}
+
+/*
+ * The object access hook: note a DROP DATABASE, or a drop of the
+ * aion_wake extension (DROP EXTENSION, or a CASCADE that reaches it), for
+ * the commit.
+ */
+static void
+aw_limits_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+						int subId, void *arg)
+{
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+	if (access != OAT_DROP || !aw_set_attached())
+		return;
+	if (classId == DatabaseRelationId ||
+		(classId == ExtensionRelationId && subId == 0 &&
+		 objectId == get_extension_oid("aion_wake", true)))
+	{
+		MemoryContext oldcontext = MemoryContextSwitchTo(TopTransactionContext);
+
+		aw_dropped_dbs = lappend_oid(aw_dropped_dbs,
+									 classId == DatabaseRelationId ? objectId : MyDatabaseId);
+		MemoryContextSwitchTo(oldcontext);
+		if (!aw_drop_callback_registered)
+		{
+			RegisterXactCallback(aw_limits_drop_callback, NULL);
+			aw_drop_callback_registered = true;
+		}
+	}
+}
+
+/* Install the object access hook (from _PG_init, when preloaded). */
+void
+aw_limits_init(void)
+{
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = aw_limits_object_access;
 }

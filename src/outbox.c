@@ -276,7 +276,6 @@ aw_do_complete(FunctionCallInfo fcinfo, char **keyp, AwSettled *settled)
 	args[0] = CStringGetTextDatum(key);
 	aw_arg_token(fcinfo, 1, &args[1], &nulls[1]);
 
-	aw_limits_ensure_loaded();
 	SPI_connect();
 	n = aw_run(AW_STMT_COMPLETE, args, nulls, SPI_OK_DELETE_RETURNING);
 	if (n == 1)
@@ -330,7 +329,6 @@ aw_do_fail(FunctionCallInfo fcinfo, char **keyp, AwSettled *settled)
 	args[2] = TimestampTzGetDatum(aw_clock_plus(now, backoff));
 	aw_arg_token(fcinfo, 3, &args[3], &nulls[3]);
 
-	aw_limits_ensure_loaded();
 	SPI_connect();
 	n = aw_run(AW_STMT_FAIL, args, nulls, SPI_OK_UPDATE_RETURNING);
 	if (n == 1)
@@ -384,7 +382,6 @@ aw_do_park(FunctionCallInfo fcinfo, char **keyp, AwSettled *settled)
 	args[2] = TimestampTzGetDatum(now);
 	aw_arg_token(fcinfo, 2, &args[3], &nulls[3]);
 
-	aw_limits_ensure_loaded();
 	SPI_connect();
 	n = aw_run(AW_STMT_PARK, args, nulls, SPI_OK_UPDATE_RETURNING);
 	if (n == 1)
@@ -465,7 +462,6 @@ aw_do_dead_letter(FunctionCallInfo fcinfo, char **keyp, AwSettled *settled)
 	aw_arg_token(fcinfo, 2, &args[2], &nulls[2]);
 	args[3] = TimestampTzGetDatum(GetCurrentTimestamp());
 
-	aw_limits_ensure_loaded();
 	SPI_connect();
 	n = aw_run(AW_STMT_DEAD_LETTER, args, nulls, SPI_OK_INSERT_RETURNING);
 	if (n == 1)

@@ -168,9 +168,6 @@ typedef struct AwLease
 /* records in the lease pool: three per slot (see "the ledger") */
 #define AW_LEASE_RECORDS (3 * aw_max_leases)
 
-/* databases whose limits and leases the set holds (aw_set_limits_loaded) */
-#define AW_MAX_LIMIT_DBS 64
-
 typedef struct AwShared
 {
 	LWLock	   *lock;			/* guards everything here */
@@ -186,9 +183,6 @@ typedef struct AwShared
 	AwHeap		lease_ends;		/* lease records by end */
 	int64		limits_held;	/* the limit_held of every topic */
 	int64		pool_held;		/* the pool_held of every topic */
-	int			n_loaded;
-	Oid			loaded_dbs[AW_MAX_LIMIT_DBS];
-	Oid			loaded_from[AW_MAX_LIMIT_DBS];	/* aion_wake.limits' OID */
 } AwShared;
 
 static AwShared *aw_shared = NULL;
@@ -210,7 +204,6 @@ static void aw_entry_set_state(AwEntry *e, AwState state);
 static void aw_topic_add_slots(AwTopic *t, uint64 slots);
 static int32 aw_topic_apply_limit(AwTopic *t, int32 max_in_flight,
 								  const AwLiveLease *leases, int32 n_leases);
-static void aw_forget_limits(void);
 static void aw_topic_update_quiet(AwTopic *t);
 static void aw_topic_pool_sync(AwTopic *t);
 
@@ -2550,27 +2543,34 @@ aw_topic_apply_limit(AwTopic *t, int32 max_in_flight, const AwLiveLease *leases,
 }
 
 /*
- * Loading a database's limits from aion_wake.limits (after a postmaster
- * start or a crash, or in a database made from a template): apply one
+ * Loading a database's limits from aion_wake.limits after shared memory was
+ * made, or in a database made from a template (limits.c): apply one
  * topic's limit with its live leases, as at the commit of set_limit() --
- * and only if the pool can hold it, as set_limit() checks.  Returns
- * AW_LIMIT_OK, or why it was not applied (the caller warns).
+ * and only if the pool can hold it, as set_limit() checks.  The caller
+ * holds the topic's lock exclusively and read the limit and the leases
+ * after it had it.  A topic that is limited already keeps its limit and
+ * counts: a set_limit() committed it, or an earlier load, and either is at
+ * least as new as what the caller read.  Returns AW_LIMIT_OK, with the
+ * blocked claimers to wake in *wake, or why it was not applied.
  */
 AwLimitResult
 aw_set_limit_load(const char *topic, int32 max_in_flight, const AwLiveLease *leases,
-				  int32 n_leases)
+				  int32 n_leases, int32 *wake)
 {
 	AwTopic    *t;
 	AwLimitResult r = AW_LIMIT_TOPICS_FULL;
 
+	*wake = 0;
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	t = aw_topic_find(MyDatabaseId, topic, true);
-	if (t != NULL)
+	if (t != NULL && t->max_in_flight > 0)
+		r = AW_LIMIT_OK;
+	else if (t != NULL)
 	{
 		r = aw_pool_check(t, aw_topic_hold_with(t, max_in_flight, n_leases),
 						  max_in_flight);
 		if (r == AW_LIMIT_OK)
-			(void) aw_topic_apply_limit(t, max_in_flight, leases, n_leases);
+			*wake = aw_topic_apply_limit(t, max_in_flight, leases, n_leases);
 		aw_topic_update_quiet(t);
 	}
 	LWLockRelease(aw_shared->lock);
@@ -2578,71 +2578,35 @@ aw_set_limit_load(const char *topic, int32 max_in_flight, const AwLiveLease *lea
 }
 
 /*
- * Have this database's limits been loaded, from the aion_wake.limits whose
- * OID is table, since shared memory was made?  Limits loaded from another
- * table (the extension was dropped and made again) are forgotten, and the
- * answer is no.
+ * Drop every limit and lease record of a database, giving its limits back
+ * to the cluster-wide pool: at the commit of DROP DATABASE or DROP
+ * EXTENSION (limits.c).  Never raises.
  */
-bool
-aw_set_limits_loaded(Oid table)
-{
-	int			i;
-
-	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < aw_shared->n_loaded; i++)
-	{
-		if (aw_shared->loaded_dbs[i] != MyDatabaseId)
-			continue;
-		if (aw_shared->loaded_from[i] == table)
-		{
-			LWLockRelease(aw_shared->lock);
-			return true;
-		}
-		aw_forget_limits();
-		aw_shared->loaded_dbs[i] = aw_shared->loaded_dbs[--aw_shared->n_loaded];
-		aw_shared->loaded_from[i] = aw_shared->loaded_from[aw_shared->n_loaded];
-		break;
-	}
-	LWLockRelease(aw_shared->lock);
-	return false;
-}
-
-/*
- * Drop every limit and lease of this database.  Caller holds the set lock
- * exclusively.
- */
-static void
-aw_forget_limits(void)
+void
+aw_set_forget_limits(Oid dbid)
 {
 	HASH_SEQ_STATUS status;
 	AwTopic    *t;
 
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	hash_seq_init(&status, aw_topics);
 	while ((t = (AwTopic *) hash_seq_search(&status)) != NULL)
 	{
-		if (t->key.dbid == MyDatabaseId && t->max_in_flight > 0)
+		if (t->key.dbid == dbid && t->max_in_flight > 0)
 		{
 			(void) aw_topic_apply_limit(t, 0, NULL, 0);
 			aw_topic_update_quiet(t);
 		}
 	}
+	LWLockRelease(aw_shared->lock);
 }
 
-/*
- * Mark this database's limits loaded from table.  Past AW_MAX_LIMIT_DBS
- * databases nothing is marked, and limits are loaded again by each claim
- * that asks (correct, only slower).
- */
+/* A claim found a limited topic whose limit is not loaded yet (status). */
 void
-aw_set_mark_limits_loaded(Oid table)
+aw_set_count_limit_not_loaded(void)
 {
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	if (aw_shared->n_loaded < AW_MAX_LIMIT_DBS)
-	{
-		aw_shared->loaded_dbs[aw_shared->n_loaded] = MyDatabaseId;
-		aw_shared->loaded_from[aw_shared->n_loaded] = table;
-		aw_shared->n_loaded++;
-	}
+	aw_shared->counters.limits_not_loaded++;
 	LWLockRelease(aw_shared->lock);
 }
 

@@ -186,8 +186,8 @@ Datum
 aw_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[25];
-	bool		nulls[25];
+	Datum		values[26];
+	bool		nulls[26];
 	AwCounters	c;
 	AwWorkerSlot *slot;
 	int			pid = 0;
@@ -261,6 +261,9 @@ aw_status(PG_FUNCTION_ARGS)
 		values[i++] = Int32GetDatum(aw_max_leases);
 		values[i++] = Int64GetDatum(aw_set_lease_count());
 	}
+	/* claims that found a limit not loaded yet: a column the next schema adds */
+	if (tupdesc->natts > i)
+		values[i++] = Int64GetDatum((int64) c.limits_not_loaded);
 	if (i != tupdesc->natts)
 		elog(ERROR, "aion_wake.status_internal() has %d columns, not %d",
 			 tupdesc->natts, i);

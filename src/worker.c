@@ -86,6 +86,13 @@
 #define AW_CONNECT_MAX_MS		60000
 /* at most one log line per this many ms for malformed pulses */
 #define AW_BAD_PULSE_LOG_MS		10000
+/* how often the worker tries again to load limits it could not */
+#define AW_LIMITS_RETRY_MS 250
+
+/* a load of limits left some out: when to try again, and whether it was said */
+static TimestampTz aw_limits_retry_at = 0;
+static bool aw_limits_load_failed = false;
+
 /* rows read per fetch while rebuilding the set */
 #define AW_REBUILD_FETCH		1000
 
@@ -564,6 +571,88 @@ aw_extension_lock(void)
 }
 
 /*
+ * Load this database's limits, each with its topic's live leases, into the
+ * set (limits.c): one short transaction lists them, and one per topic
+ * loads it, so that a topic lock is held only while its own leases are
+ * counted.  A topic whose lock someone holds (a prepared transaction may,
+ * for ever), or that the topic table or the lease pool has no room for,
+ * is left for the next try; its claims take nothing meanwhile.  Returns
+ * true, and marks the slot, when every limit is loaded.
+ */
+static bool
+aw_worker_load_limits(void)
+{
+	static SPIPlanPtr plan = NULL;
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *topics = NIL;
+	ListCell   *lc;
+	Oid			table = InvalidOid;
+	bool		all = true;
+
+	aw_begin("aion_wake: loading limits");
+	if (aw_extension_lock() && aw_schema_version() >= 11)
+	{
+		uint64		n;
+		uint64		i;
+
+		table = aw_limits_table();
+		n = aw_plan_run(aw_plan_prepare(&plan,
+										"SELECT topic FROM aion_wake.limits ORDER BY topic",
+										0, NULL),
+						NULL, NULL, SPI_OK_SELECT);
+		for (i = 0; i < n; i++)
+		{
+			MemoryContext old = MemoryContextSwitchTo(cxt);
+
+			topics = lappend(topics, SPI_getvalue(SPI_tuptable->vals[i],
+												  SPI_tuptable->tupdesc, 1));
+			MemoryContextSwitchTo(old);
+		}
+	}
+	aw_end();
+	MemoryContextSwitchTo(cxt);
+
+	foreach(lc, topics)
+	{
+		AwLoadResult r = AW_LOAD_DONE;
+
+		aw_begin("aion_wake: loading a limit");
+		if (aw_extension_lock())
+			r = aw_limits_load_topic((char *) lfirst(lc));
+		aw_end();
+		MemoryContextSwitchTo(cxt);
+		if (r != AW_LOAD_DONE)
+		{
+			all = false;
+			if (!aw_limits_load_failed)
+				ereport(LOG,
+						(errmsg("aion_wake worker could not load the limit of topic \"%s\" in database \"%s\" yet",
+								(char *) lfirst(lc), aw_slot->dbname),
+						 errdetail(r == AW_LOAD_BUSY ?
+								   "Another transaction holds the topic's lock." :
+								   "The topic table or the lease pool has no room for it."),
+						 errhint("Claims of the topic take nothing until it is loaded; the worker retries every %d ms.",
+								 AW_LIMITS_RETRY_MS)));
+		}
+	}
+	aw_limits_load_failed = !all;
+	aw_limits_retry_at = all ? 0 :
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), AW_LIMITS_RETRY_MS);
+	if (all)
+	{
+		SpinLockAcquire(&aw_slot->mutex);
+		aw_slot->limits_table = table;
+		aw_slot->limits_loaded = true;
+		SpinLockRelease(&aw_slot->mutex);
+		if (topics != NIL)
+			ereport(LOG,
+					(errmsg("aion_wake worker loaded %d limits of database \"%s\"",
+							list_length(topics), aw_slot->dbname)));
+	}
+	return all;
+}
+
+/*
  * If the extension is installed, rebuild the set from the table: every row
  * parked for capacity whose fence is still ahead becomes a confirmed entry.
  * Returns false while the extension is not installed.
@@ -579,13 +668,13 @@ aw_worker_rebuild(void)
 	int64		rows = 0;
 	bool		installed;
 
+	/* the limits first: claims of a limited topic take nothing before */
+	(void) aw_worker_load_limits();
+
 	aw_begin("aion_wake: rebuilding the parked set");
 	installed = aw_extension_lock();
 	if (installed)
 	{
-		/* limits and live leases, when shared memory is new */
-		aw_limits_ensure_loaded();
-
 		args[0] = TimestampTzGetDatum(GetCurrentTimestamp());
 		plan = aw_plan_prepare(&rebuild_plan,
 							   "SELECT dispatch_key, topic, attempt, parked_at, visible_after "
@@ -824,6 +913,7 @@ aw_worker_attach(void)
 	aw_slot->listening = false;
 	aw_slot->listen_error[0] = '\0';
 	aw_slot->rebuilt = false;
+	aw_slot->limits_loaded = false;
 	SpinLockRelease(&aw_slot->mutex);
 	before_shmem_exit(aw_worker_detach, (Datum) 0);
 }
@@ -880,6 +970,9 @@ aw_worker_next_deadline(TimestampTz now)
 		next = retry;
 	if (lease_end != 0 && (next == 0 || lease_end < next))
 		next = lease_end;
+	if (aw_limits_retry_at != 0 && !aw_slot->limits_loaded &&
+		(next == 0 || aw_limits_retry_at < next))
+		next = aw_limits_retry_at;
 	if (aw_listen && !aw_stopping && aw_conn == NULL &&
 		(next == 0 || aw_next_connect < next))
 		next = aw_next_connect;
@@ -948,6 +1041,9 @@ aw_worker_main(Datum main_arg)
 		/* work */
 		if (!ready)
 			ready = aw_worker_rebuild();
+		else if (!aw_slot->limits_loaded &&
+				 GetCurrentTimestamp() >= aw_limits_retry_at)
+			(void) aw_worker_load_limits();
 		aw_admit_unknown_pulses(ready);
 		if (ready && aw_set_has_work())
 			aw_worker_spend();

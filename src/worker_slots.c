@@ -272,7 +272,14 @@ aw_ddl_xact_callback(XactEvent event, void *arg)
 	if (!commit && event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_ABORT)
 		return;
 	if (aw_extension_changed && commit)
+	{
+		AwWorkerSlot *slot = aw_worker_slot_for(MyDatabaseId);
+
+		/* a new aion_wake.limits (or the first, from 1.0): load it again */
+		if (slot != NULL)
+			slot->limits_loaded = false;
 		aw_wake_worker(MyDatabaseId);
+	}
 	aw_extension_changed = false;
 	if (aw_leaving_slot >= 0)
 	{
