@@ -30,8 +30,8 @@
 #       cleaned (status.waiters and topics.waiters back to 0) and a later
 #       wake reaches the other waiters; the cancelled session waits again;
 #   (f) a claimer woken for a row that is cancelled or terminated in the
-#       middle of its probe (here: blocked on the topic's lock, held by an
-#       open set_limit) passes the wake on: the next waiter of the topic
+#       middle of its probe (here: blocked in its UPDATE of the row, by a
+#       trigger that waits for an advisory lock) passes the wake on: the next waiter of the topic
 #       gets the row when the lock goes, not at the end of its wait (G9);
 #   (g) a fence passing on any of the topics wakes the claim at that
 #       moment: a fence written while it sleeps, and fences that were there
@@ -302,9 +302,20 @@ SELECT aion_wake.enqueue('h1-row', '{}', 'h1') AND aion_wake.enqueue('h3-row', '
 # A wake that reaches the claimer while it probes, for a topic it does not
 # look at in that probe, is passed on as it leaves with its row.  (Above,
 # the two rows the first claimer locked but did not take woke the others
-# at its commit; here it never locks the second row.)  Its probe is held on
-# n1's topic lock (an open set_limit) while the row of n2 commits.
+# at its commit; here it never locks the second row.)  Its probe is held in
+# the middle, in its UPDATE of the row of n1 (a trigger waits for an
+# advisory lock the test holds), while the row of n2 commits.
 {
+	$node->safe_psql('postgres', q{
+CREATE FUNCTION public.hold_probe() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.topic IN ('n1', 'pa') THEN
+		PERFORM pg_advisory_xact_lock(20029);
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER hold_probe BEFORE UPDATE ON aion_wake.outbox
+	FOR EACH ROW EXECUTE FUNCTION public.hold_probe();});
 	my $w = aw_waiter($node);
 	aw_start($w, "SELECT dispatch_key FROM aion_wake.claim(ARRAY['n1', 'n2'], 1, '30 s', '25 s')");
 	aw_poll_waiters($node, 1, '(d) a claimer waits on n1, n2');
@@ -315,11 +326,11 @@ SELECT aion_wake.enqueue('h1-row', '{}', 'h1') AND aion_wake.enqueue('h3-row', '
 
 	my $s = aw_session($node);
 	$s->query_safe('BEGIN');
-	$s->query_safe("SELECT aion_wake.set_limit('n1', 10)");
+	$s->query_safe('SELECT pg_advisory_xact_lock(20029)');
 	enqueue('n1-row', 'n1');
 	ok( $node->poll_query_until('postgres',
 			"SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $w->{pid}"),
-		"(d) a row of n1 wakes the first claimer, whose probe waits for n1's lock");
+		"(d) a row of n1 wakes the first claimer, whose probe waits in the middle");
 	enqueue('n2-row', 'n2');
 	my @woken = woken_within($base, 0.5, $y);
 	is(scalar(@woken), 0, '(d) a row of n2 then: its wake goes to the first claimer too, not to the claimer of n2');
@@ -407,15 +418,15 @@ foreach my $how ('pg_cancel_backend', 'pg_terminate_backend')
 	aw_poll_waiters($node, 2, "(f) $how: ... and behind it one on pa");
 	settled($w, $x);
 
-	# set_limit holds the topic's lock until its transaction ends; a claim
-	# of pa waits for it
+	# the trigger of (d) holds a probe's UPDATE of a row of pa until the
+	# advisory lock goes
 	my $s = aw_session($node);
 	$s->query_safe('BEGIN');
-	$s->query_safe("SELECT aion_wake.set_limit('pa', 10)");
+	$s->query_safe('SELECT pg_advisory_xact_lock(20029)');
 	enqueue($key, 'pa');
 	ok( $node->poll_query_until('postgres',
 			"SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $w->{pid}"),
-		"(f) $how: the row wakes the first claimer, whose probe waits for pa's lock");
+		"(f) $how: the row wakes the first claimer, whose probe waits in the middle");
 	$node->safe_psql('postgres', "SELECT $how($w->{pid})");
 	my $t0 = time;
 	$s->query_safe('ROLLBACK');
@@ -438,6 +449,8 @@ foreach my $how ('pg_cancel_backend', 'pg_terminate_backend')
 	aw_poll_waiters($node, 0, "(f) $how: no claimer is left");
 	$_->quit for $x, $s;
 }
+$node->safe_psql('postgres',
+	'DROP TRIGGER hold_probe ON aion_wake.outbox; DROP FUNCTION public.hold_probe()');
 
 # --- (g) fences on any of the topics ------------------------------------------------
 
