@@ -377,9 +377,11 @@ aw_claim_spend(AwClaim *c, int i, int cap)
 }
 
 /*
- * Lock aion_wake.outbox as the claim's statement will (ROW EXCLUSIVE),
- * which takes in the invalidations of an ALTER EXTENSION ... UPDATE that
- * committed since this backend last looked.
+ * Lock aion_wake.outbox (ACCESS SHARE: only the ACCESS EXCLUSIVE of an
+ * ALTER TABLE conflicts, so nothing that waits for the claim's statement
+ * anyway waits earlier for this), which takes in the invalidations of an
+ * ALTER EXTENSION ... UPDATE that committed since this backend last looked,
+ * and keeps the next one out until the attempt ends.
  */
 static void
 aw_lock_outbox(void)
@@ -388,7 +390,7 @@ aw_lock_outbox(void)
 	Oid			rel = get_relname_relid("outbox", nsp);
 
 	if (OidIsValid(rel))
-		LockRelationOid(rel, RowExclusiveLock);
+		LockRelationOid(rel, AccessShareLock);
 	AcceptInvalidationMessages();
 }
 
