@@ -1,6 +1,6 @@
 # Copyright (c) 2026, aion_wake authors
 #
-# 035_upgrade_asleep.pl: a claim asleep on the 1.0 schema across a live
+# 036_upgrade_asleep.pl: a claim asleep on the 1.0 schema across a live
 # ALTER EXTENSION aion_wake UPDATE acts on the schema it finds when it
 # wakes.
 #
