@@ -15,6 +15,7 @@ OBJS = \
 	src/outbox.o \
 	src/parked_set.o \
 	src/plans.o \
+	src/prepared.o \
 	src/protocol.o \
 	src/pulse_parse.o \
 	src/reoffer.o \

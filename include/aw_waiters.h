@@ -43,6 +43,7 @@ extern int64 aw_waiters_wake(Oid dbid, const char *topic, int64 rows);
 extern void aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence,
 								  int64 rows);
 extern void aw_waiters_wake_for(AwWake wake, Oid dbid, const char *topic);
+extern void aw_waiters_wake_database(Oid dbid);
 extern void aw_waiters_mark_ready(Oid dbid, const char *topic);
 extern uint64 aw_waiters_ready_gen(Oid dbid, const char *topic);
 

@@ -29,6 +29,7 @@
 #include "aion_wake.h"
 #include "aw_limits.h"
 #include "aw_plans.h"
+#include "aw_prepared.h"
 #include "aw_set.h"
 #include "aw_waiters.h"
 #include "aw_worker.h"
@@ -63,6 +64,7 @@ _PG_init(void)
 	aw_plans_init();
 	aw_limits_init();
 	aw_worker_slots_init();
+	aw_prepared_init();
 	aw_register_workers();
 }
 
@@ -76,10 +78,12 @@ aw_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(add_size(aw_set_shmem_size(), aw_waiters_shmem_size()),
-									aw_worker_slots_shmem_size()));
-	/* [0] the parked set, [1] the waiter registry */
-	RequestNamedLWLockTranche("aion_wake", 2);
+	RequestAddinShmemSpace(add_size(add_size(add_size(aw_set_shmem_size(),
+													  aw_waiters_shmem_size()),
+											 aw_worker_slots_shmem_size()),
+									aw_prepared_shmem_size()));
+	/* [0] the parked set, [1] the waiter registry, [2] the prepared wakes */
+	RequestNamedLWLockTranche("aion_wake", 3);
 }
 
 static void
@@ -91,6 +95,7 @@ aw_shmem_startup(void)
 	aw_set_shmem_init();
 	aw_waiters_shmem_init();
 	aw_worker_slots_shmem_init();
+	aw_prepared_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -397,6 +397,37 @@ aw_waiters_wake(Oid dbid, const char *topic, int64 rows)
 }
 
 /*
+ * Wake every waiter of a database, each once (a wake that cannot say which
+ * topics became ready: every waiter probes).  Never raises.
+ */
+void
+aw_waiters_wake_database(Oid dbid)
+{
+	HASH_SEQ_STATUS status;
+	AwWaitTopic *t;
+	int		   *procnos;
+	int			nprocs = 0;
+
+	if (!aw_anyone_waits())
+		return;
+	procnos = palloc_extended(sizeof(int) * aw_wait->nslots, MCXT_ALLOC_NO_OOM);
+	if (procnos == NULL)
+		return;
+	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, aw_wait_topics);
+	while ((t = (AwWaitTopic *) hash_seq_search(&status)) != NULL)
+	{
+		if (t->key.dbid != dbid)
+			continue;
+		t->ready_gen = ++aw_wait->next_ready_gen;
+		(void) aw_wait_topic_take(t, PG_INT64_MAX, procnos, aw_wait->nslots, &nprocs);
+	}
+	LWLockRelease(aw_wait->lock);
+	aw_wake_procs(procnos, nprocs);
+	pfree(procnos);
+}
+
+/*
  * Rows of a topic became claimable, and wakes for them may be held back by
  * the topic's limit: record a readiness event without waking anyone.
  */

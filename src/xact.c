@@ -12,7 +12,8 @@
  *	  the same happens to the work of the subtransactions rolled back.
  *	  PREPARE TRANSACTION is refused when parks, pulses or re-offers that
  *	  moved rows were recorded, because COMMIT PREPARED runs no callbacks in
- *	  this backend.
+ *	  this backend; the wakes of what may be prepared (rows made claimable,
+ *	  claimed or settled) are handed to prepared.c for the second phase.
  *
  *	  Work is kept in a stack of levels, one per subtransaction that
  *	  recorded something, innermost on top.  A level holds a list of
@@ -43,6 +44,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "aw_prepared.h"
 #include "aw_waiters.h"
 #include "aw_xact.h"
 
@@ -768,6 +770,102 @@ aw_holds_unpreparable_work(void)
 	return held;
 }
 
+/*
+ * The topic of a prepared transaction's wakes, found or added; NULL when
+ * AW_PREPARED_TOPICS are taken (*overflow is then set).
+ */
+static AwPreparedTopic *
+aw_prepared_topic(AwPreparedTopic *topics, int *n, bool *overflow, const char *name)
+{
+	AwPreparedTopic *t;
+	int			i;
+
+	for (i = 0; i < *n; i++)
+	{
+		if (strcmp(topics[i].name, name) == 0)
+			return &topics[i];
+	}
+	if (*n == AW_PREPARED_TOPICS)
+	{
+		*overflow = true;
+		return NULL;
+	}
+	t = &topics[(*n)++];
+	memset(t, 0, sizeof(*t));
+	strlcpy(t->name, name, sizeof(t->name));
+	t->fence = DT_NOEND;
+	t->settled_fence = DT_NOEND;
+	return t;
+}
+
+/*
+ * At PREPARE: what the commit or the rollback would wake (rows made
+ * claimable, rows claimed or locked, fences written, settles of unlimited
+ * topics that a rollback undoes), per topic, kept for the second phase.
+ * Runs after the transaction is prepared: never raises, allocates nothing.
+ */
+static void
+aw_prepare_stash_wakes(void)
+{
+	AwPreparedTopic topics[AW_PREPARED_TOPICS];
+	int			n = 0;
+	bool		overflow = false;
+	AwLevel    *l;
+
+	for (l = aw_level; l != NULL; l = l->parent)
+	{
+		dlist_iter	iter;
+
+		dlist_foreach(iter, &l->records)
+		{
+			AwRecord   *r = dlist_container(AwRecord, node, iter.cur);
+			AwPreparedTopic *t;
+
+			if (r->kind != AW_REC_SETTLE ||
+				(t = aw_prepared_topic(topics, &n, &overflow, r->topic)) == NULL)
+				continue;
+			t->settled++;
+			t->settled_fence = Min(t->settled_fence, r->old_fence);
+		}
+		if (l->sums != NULL)
+		{
+			HASH_SEQ_STATUS status;
+			AwSum	   *s;
+
+			hash_seq_init(&status, l->sums);
+			while ((s = hash_seq_search(&status)) != NULL)
+			{
+				AwPreparedTopic *t;
+
+				/* pulses are refused at PREPARE */
+				if (s->key.kind == AW_SUM_PULSE || s->key.kind == AW_SUM_HANDOFF_PULSE ||
+					(t = aw_prepared_topic(topics, &n, &overflow, s->key.topic)) == NULL)
+					continue;
+				switch ((AwSumKind) s->key.kind)
+				{
+					case AW_SUM_READY:
+						t->ready += s->count;
+						break;
+					case AW_SUM_RELEASED:
+						t->released += s->count;
+						break;
+					case AW_SUM_CLAIMED:
+						t->claimed += s->count;
+						break;
+					case AW_SUM_FENCE:
+						t->fences += s->count;
+						t->fence = Min(t->fence, s->fence);
+						break;
+					case AW_SUM_PULSE:
+					case AW_SUM_HANDOFF_PULSE:
+						break;
+				}
+			}
+		}
+	}
+	aw_prepared_stash(topics, n, overflow);
+}
+
 static void
 aw_xact_callback(XactEvent event, void *arg)
 {
@@ -840,10 +938,12 @@ aw_xact_callback(XactEvent event, void *arg)
 
 			/*
 			 * Only forgets, rounds that moved nothing and waiter wakes can
-			 * be left.  COMMIT PREPARED runs no callbacks here: entries of
-			 * forgotten rows fail their compare-and-set, and waiters wake at
-			 * their fence or deadline.
+			 * be left.  COMMIT PREPARED runs in any session, with none of
+			 * these records: entries of forgotten rows fail their
+			 * compare-and-set, and the wakes are kept in shared memory for
+			 * the second phase (prepared.c).
 			 */
+			aw_prepare_stash_wakes();
 			aw_level = NULL;
 			aw_settled = NULL;
 			dlist_init(&aw_limit_records);
