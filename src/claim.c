@@ -84,6 +84,8 @@ typedef struct AwClaimTopic
 	int32		allow;			/* rows this attempt may take of it */
 	int32		got;			/* rows it took */
 	int32		excess;			/* rows it locked and did not take */
+	int32		share;			/* of the rows wanted, this round (several topics) */
+	int32		got_before;		/* got when this round began */
 	bool		limited;
 	uint64		ready_gen;		/* readiness before reserving
 								 * (doc/design.md, Wake rules: 3) */
@@ -131,9 +133,11 @@ static bool aw_claim_exit_registered = false;
  * The claim: for each topic ($1, with $2 the rows it may give), its oldest
  * visible rows, locked, skipping rows others hold (LATERAL, so the lock
  * stops at the topic's allowance); of those, the $4 oldest are leased until
- * $5.  Rows locked and not leased come back too, flagged, so that the
- * claim can wake claimers for them when its transaction ends.  The "%s"
- * take what the 1.1 schema adds (leased_until).
+ * $5.  A claim of several topics gives each only its share of the $4
+ * oldest rows across them (aw_claim_shares_sql), so it locks no row it
+ * does not lease; rows locked and not leased would come back flagged, so
+ * that the claim could wake claimers for them when its transaction ends.
+ * The "%s" take what the 1.1 schema adds (leased_until).
  */
 static const char aw_claim_sql[] =
 "WITH q AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) "
@@ -156,6 +160,28 @@ static const char aw_claim_sql[] =
 "SELECT u.*, c.old_fence, c.was_parked, c.topic, u.dispatch_key IS NOT NULL "
 "  FROM c LEFT JOIN u ON u.dispatch_key OPERATOR(pg_catalog.=) c.dispatch_key "
 " ORDER BY u.dispatch_key IS NULL, c.old_fence, c.dispatch_key";
+
+/*
+ * A claim of several topics: how many of the $4 oldest visible rows across
+ * the topics ($1, each giving at most $2) each topic holds, read without
+ * locking anything.  The claim then locks that many of each topic's
+ * oldest rows that nobody else holds, so that it never locks a row it
+ * does not lease: a row locked and not leased would stay locked, neither
+ * leased nor claimable, until the claim's transaction ends.
+ */
+static const char aw_claim_shares_sql[] =
+"SELECT k.topic, pg_catalog.count(*)::pg_catalog.int4 "
+"  FROM (SELECT x.topic, x.visible_after, x.dispatch_key "
+"          FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS q(topic, allow), "
+"               LATERAL (SELECT o.topic, o.visible_after, o.dispatch_key "
+"                          FROM aion_wake.outbox o "
+"                         WHERE o.topic OPERATOR(pg_catalog.=) q.topic "
+"                           AND o.visible_after OPERATOR(pg_catalog.<=) $3 "
+"                         ORDER BY o.visible_after LIMIT q.allow) x "
+"         ORDER BY x.visible_after, x.dispatch_key LIMIT $4) k "
+" GROUP BY k.topic";
+
+static SPIPlanPtr aw_claim_shares_plan = NULL;
 
 static SPIPlanPtr
 aw_claim_plan(bool v11)
@@ -415,6 +441,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	uint64		r;
 	int			nq = 0;
 	int			i;
+	bool		exhausted[AW_WAIT_MAX_TOPICS];
 
 	/*
 	 * The schema this attempt acts on: the one installed now, which no
@@ -458,24 +485,70 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		aw_claim_spend(c, i, (int) Min((uint64) t->allow, c->max_rows - c->claimed));
 	}
 
-	/* then visible rows */
+	/*
+	 * Then visible rows, in rounds.  With one topic, the claim locks up to
+	 * its allowance of rows nobody holds and leases them all.  With
+	 * several, each topic is given its share of the oldest rows across
+	 * them; a topic that then finds fewer rows than its share that nobody
+	 * holds has no more, and the next round shares what is still wanted
+	 * among the others.  So every round but the last exhausts a topic.
+	 */
 	names = palloc(sizeof(Datum) * c->ntopics);
 	allows = palloc(sizeof(Datum) * c->ntopics);
-	for (i = 0; i < c->ntopics; i++)
+	memset(exhausted, 0, sizeof(exhausted));
+	for (;;)
 	{
-		if (c->topics[i].allow - c->topics[i].got <= 0)
-			continue;
-		names[nq] = CStringGetTextDatum(c->topics[i].name);
-		allows[nq] = Int32GetDatum(c->topics[i].allow - c->topics[i].got);
-		nq++;
-	}
-	if (nq > 0 && c->claimed < (uint64) c->max_rows)
-	{
+		int32		want = c->max_rows - (int32) c->claimed;
+		int32		shared = 0;
+		bool		multi;
+		bool		short_topic = false;
+
+		nq = 0;
+		for (i = 0; i < c->ntopics; i++)
+		{
+			c->topics[i].share = 0;
+			if (c->topics[i].allow - c->topics[i].got <= 0 || exhausted[i])
+				continue;
+			names[nq] = CStringGetTextDatum(c->topics[i].name);
+			allows[nq] = Int32GetDatum(c->topics[i].allow - c->topics[i].got);
+			nq++;
+		}
+		if (nq == 0 || want <= 0)
+			break;
 		args[0] = PointerGetDatum(construct_array(names, nq, TEXTOID, -1, false, TYPALIGN_INT));
 		args[1] = PointerGetDatum(construct_array(allows, nq, INT4OID, 4, true, TYPALIGN_INT));
 		args[2] = TimestampTzGetDatum(now);
-		args[3] = Int32GetDatum(c->max_rows - (int32) c->claimed);
+		args[3] = Int32GetDatum(want);
 		args[4] = TimestampTzGetDatum(c->lease_end);
+		multi = nq > 1;
+		if (multi)
+		{
+			static const Oid types[4] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID, INT4OID};
+
+			n = aw_plan_run(aw_plan_prepare(&aw_claim_shares_plan, aw_claim_shares_sql,
+											4, types),
+							args, NULL, SPI_OK_SELECT);
+			nq = 0;
+			for (r = 0; r < n; r++)
+			{
+				HeapTuple	tup = SPI_tuptable->vals[r];
+				TupleDesc	desc = SPI_tuptable->tupdesc;
+				AwClaimTopic *t = &c->topics[aw_claim_topic_index(c, SPI_getvalue(tup, desc, 1))];
+				bool		isnull;
+
+				t->share = DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull));
+				shared += t->share;
+				names[nq] = CStringGetTextDatum(t->name);
+				allows[nq] = Int32GetDatum(t->share);
+				nq++;
+			}
+			if (nq == 0)
+				break;
+			args[0] = PointerGetDatum(construct_array(names, nq, TEXTOID, -1, false, TYPALIGN_INT));
+			args[1] = PointerGetDatum(construct_array(allows, nq, INT4OID, 4, true, TYPALIGN_INT));
+		}
+		for (i = 0; i < c->ntopics; i++)
+			c->topics[i].got_before = c->topics[i].got;
 
 		n = aw_plan_run(aw_claim_plan(limits), args, NULL, SPI_OK_SELECT);
 		for (r = 0; r < n; r++)
@@ -502,6 +575,26 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 			if (DatumGetBool(SPI_getbinval(tup, desc, pnatts + 2, &isnull)))
 				aw_xact_record_forget(TextDatumGetCString(values[0]));
 		}
+
+		/*
+		 * One topic: done.  Shares that did not add up to what is wanted:
+		 * every topic was given all it had.  Else a topic short of its
+		 * share has no more rows nobody holds, and the others may.
+		 */
+		if (!multi || shared < want)
+			break;
+		for (i = 0; i < c->ntopics; i++)
+		{
+			AwClaimTopic *t = &c->topics[i];
+
+			if (t->share > 0 && t->got - t->got_before < t->share)
+			{
+				exhausted[i] = true;
+				short_topic = true;
+			}
+		}
+		if (!short_topic)
+			break;
 	}
 	aw_claim_settle_reservations(c);
 

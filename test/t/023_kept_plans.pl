@@ -13,11 +13,12 @@
 # statements are written so that an index plan exists for each.
 #
 # The test makes every kept plan while the table holds three analyzed
-# rows -- in a session (claim, park with and without a lease token,
-# complete, fail, dead_letter, enqueue, reoffer) and in the worker (its
-# re-offer, its fence look-ups) -- then grows the table to 20,000 rows
-# without analyzing it, and reads the plans that auto_explain logs for the
-# nested statements: none may scan aion_wake.outbox other than by index.
+# rows -- in a session (claim of one topic and of two, park with and
+# without a lease token, complete, fail, dead_letter, enqueue, reoffer)
+# and in the worker (its re-offer, its fence look-ups) -- then grows the
+# table to 20,000 rows without analyzing it, and reads the plans that
+# auto_explain logs for the nested statements: none may scan
+# aion_wake.outbox other than by index.
 
 use strict;
 use warnings;
@@ -52,6 +53,8 @@ SELECT aion_wake.enqueue('$tag-c', '{}', 'small');
 SELECT aion_wake.enqueue('$tag-d', '{}', 'small');
 SELECT aion_wake.enqueue('$tag-e', '{}', 'small');
 SELECT count(*) FROM aion_wake.claim('small', 5);
+SELECT aion_wake.enqueue('$tag-f', '{}', 'small2');
+SELECT count(*) FROM aion_wake.claim(ARRAY['small', 'small2'], 2);
 SELECT aion_wake.park('$tag-a', '1 hour');
 SELECT aion_wake.park('$tag-b', '1 hour',
        (SELECT lease_token FROM aion_wake.outbox WHERE dispatch_key = '$tag-b'));
@@ -102,6 +105,7 @@ is(scalar(@bad), 0, 'no plan scans aion_wake.outbox other than by index')
 for my $what (
 	'UPDATE aion_wake.outbox o SET visible_after = \$3, parked_at = NULL',
 	'WITH q AS \(SELECT \* FROM ROWS FROM',
+	'SELECT k.topic, pg_catalog.count\(\*\)::pg_catalog.int4 FROM \(SELECT x.topic',
 	'WITH b AS \(SELECT visible_after, parked_at FROM aion_wake.outbox',
 	'SELECT pg_catalog.count\(\*\) FROM \(',
 	'SELECT pg_catalog.min\(visible_after\) FROM aion_wake.outbox')
