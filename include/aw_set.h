@@ -270,7 +270,8 @@ extern int	aw_set_take_unfenced(const char *topic, int64 *want,
 
 /* known capacity: limits, reservations, leases */
 extern int32 aw_set_reserve(const char *topic, int32 want, bool *limited);
-extern void aw_set_unreserve(const char *topic, int32 n);
+extern void aw_set_unreserve(const char *topic, int32 n,
+							 const AwSettledLease *handing, int n_handing);
 extern bool aw_set_leases_open(const AwLiveLease *leases, const AwSettledLease **preds,
 							   int n);
 extern void aw_set_leases_commit(const AwLiveLease *leases, int n);

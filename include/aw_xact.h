@@ -53,6 +53,9 @@ typedef struct AwReserveRecord
 {
 	char		topic[AW_TOPIC_MAXLEN + 1];
 	int32		left;
+	/* settled leases whose successors' slots are among those left */
+	AwSettledLease *handing;
+	int32		n_handing;
 } AwReserveRecord;
 
 extern AwReserveRecord *aw_xact_prepare_reserve(const char *topic);

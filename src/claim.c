@@ -299,7 +299,13 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 				t->from = MemoryContextAlloc(GetMemoryChunkContext(c),
 											 sizeof(AwSettledLease) * AW_HANDOFF_MAX);
 			n = aw_xact_settled_leases(t->name, t->from, Min(c->max_rows, AW_HANDOFF_MAX));
+			if (n > 0)			/* allocated first: an error gives them back */
+				t->reserve->handing = MemoryContextAlloc(TopTransactionContext,
+														 sizeof(AwSettledLease) * n);
 			t->handed = aw_set_reserve_handed(t->name, t->from, n, &t->reserve->left);
+			if (t->handed > 0)
+				memcpy(t->reserve->handing, t->from, sizeof(AwSettledLease) * t->handed);
+			t->reserve->n_handing = t->handed;
 			for (j = 0; j < t->handed; j++)
 				t->own_slots += t->from[j].pulse ? 1 : 0;
 			t->allow = t->handed +
@@ -369,12 +375,15 @@ aw_claim_settle_reservations(AwClaim *c)
 		if (t->reserve->left > 0)
 		{
 			int32		unused = t->reserve->left;
+			int32		paired = Min(t->handed, t->got);
 
-			aw_set_unreserve(t->name, unused);
+			/* the handed slots the leases did not take (those came first) */
+			aw_set_unreserve(t->name, unused, t->from + paired, t->handed - paired);
 			t->reserve->left = 0;
 			if (aw_waiters_ready_gen(MyDatabaseId, t->name) != t->ready_gen)
 				aw_waiters_wake(MyDatabaseId, t->name, 1);
 		}
+		t->reserve->n_handing = 0;
 	}
 }
 

@@ -108,6 +108,7 @@ typedef struct AwTopic
 	int32		n_leases;		/* lease records: live leases */
 	int32		untracked;		/* live leases the pool had no room for */
 	int32		handoffs;		/* slots two leases of a hand-off share */
+	int32		handing;		/* reservations that share a lease's slot */
 	TimestampTz untracked_until;	/* ... released together at this time */
 	int32		limit_pins;		/* set_limit() calls not yet ended */
 	int32		limit_floor;	/* the largest limit they set (while pinned) */
@@ -160,6 +161,8 @@ typedef struct AwLease
 	AwLeaseState state;
 	int32		owner_pid;		/* OPEN: the claimer; SETTLED: the settler */
 	bool		handed;			/* SETTLED, its slot passed to a successor */
+	bool		handing;		/* SETTLED, a slot reserved for its successor
+								 * shares its slot (aw_set_reserve_handed) */
 	struct AwLease *partner;	/* the other lease of a hand-off pair */
 	AwHeapNode	end_node;		/* in AwShared.lease_ends */
 	dlist_node	topic_node;		/* in its topic's leases */
@@ -399,6 +402,7 @@ aw_topic_find(Oid dbid, const char *name, bool create)
 		t->untracked = 0;
 		t->untracked_until = 0;
 		t->handoffs = 0;
+		t->handing = 0;
 		t->limit_pins = 0;
 		t->limit_floor = 0;
 		t->hold_floor = 0;
@@ -1878,12 +1882,16 @@ aw_set_take_unfenced(const char *topic, int64 *want, AwUnfencedTake *out,
 
 /*
  * Slots of a limited topic in use.  The two leases of a hand-off (a lease
- * settled by the transaction that holds its successor) share one slot.
+ * settled by the transaction that holds its successor) share one slot, and
+ * so do a settled lease and the slot reserved for its successor while the
+ * hand-off's claim is under way: counted as two, the topic would look one
+ * over its limit for that moment, and another hand-off would take nothing
+ * and a claimer woken by a released slot would find none free.
  */
 static inline int64
 aw_topic_used(AwTopic *t)
 {
-	return (int64) t->n_leases + t->reserved + t->untracked - t->handoffs;
+	return (int64) t->n_leases + t->reserved + t->untracked - t->handoffs - t->handing;
 }
 
 /* Records of the pool a topic holds (see above). */
@@ -1967,6 +1975,9 @@ aw_lease_remove(AwLease *l)
 	AwTopic    *t = l->topic;
 	bool		freed = !(l->handed || l->partner != NULL);
 
+	/* a reservation that shared its slot holds one of its own now */
+	if (l->handing)
+		t->handing--;
 	if (l->handed)
 		t->handoffs--;			/* the predecessor: the successor keeps it */
 	else if (l->partner != NULL)
@@ -2019,6 +2030,7 @@ aw_lease_add(AwTopic *t, const char *key, int64 token, TimestampTz ends,
 	l->state = state;
 	l->owner_pid = (state == AW_LEASE_LIVE) ? 0 : MyProcPid;
 	l->handed = false;
+	l->handing = false;
 	l->partner = NULL;
 	l->end_node.at = ends;
 	l->end_node.seq = aw_shared->next_seq++;
@@ -2075,15 +2087,35 @@ aw_set_reserve(const char *topic, int32 want, bool *limited)
 	return got;
 }
 
-/* Give back n slots a claim reserved and did not use. */
+/* A settled lease's successor took its reserved slot, or never will. */
+static void
+aw_lease_unhand(const AwSettledLease *s)
+{
+	AwLease    *l = aw_lease_find(s->key, s->token);
+
+	if (l != NULL && l->handing)
+	{
+		l->handing = false;
+		l->topic->handing--;
+	}
+}
+
+/*
+ * Give back n slots a claim reserved and did not use; among them, those
+ * reserved for the successors of the n_handing settled leases in handing
+ * (aw_set_reserve_handed).
+ */
 void
-aw_set_unreserve(const char *topic, int32 n)
+aw_set_unreserve(const char *topic, int32 n, const AwSettledLease *handing, int n_handing)
 {
 	AwTopic    *t;
+	int			i;
 
 	if (n <= 0)
 		return;
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < n_handing; i++)
+		aw_lease_unhand(&handing[i]);
 	t = aw_topic_find(MyDatabaseId, topic, false);
 	if (t != NULL)
 	{
@@ -2122,6 +2154,9 @@ aw_set_leases_open(const AwLiveLease *leases, const AwSettledLease **preds, int 
 		{
 			AwLease    *pred = aw_lease_find(preds[i]->key, preds[i]->token);
 			AwLease    *succ = aw_lease_find(leases[i].key, leases[i].token);
+
+			/* the slot reserved for the successor is its slot now */
+			aw_lease_unhand(preds[i]);
 
 			if (pred != NULL && aw_lease_settled_by_me(pred) && !pred->handed &&
 				pred->partner == NULL && pred->topic == t && succ != NULL &&
@@ -2275,9 +2310,11 @@ aw_set_lease_release(const char *key, int64 token, char *topic)
  * successor yet -- only while the topic is not over its limit (after a
  * lowering, the slots are released instead).  Those come first in settled
  * (moved there), and *left counts them at once, so that an error gives
- * them back.  Returns how many.  The claim pairs each with the lease that
- * takes its slot (aw_set_leases_open), or gives the slot back
- * (aw_set_unreserve).
+ * them back.  Each settled lease and the slot reserved for its successor
+ * share one slot (see aw_topic_used) until the successor's lease is open,
+ * the reservation is given back, or the settled lease ends first.  Returns
+ * how many.  The claim pairs each with the lease that takes its slot
+ * (aw_set_leases_open), or gives the slot back (aw_set_unreserve).
  */
 int32
 aw_set_reserve_handed(const char *topic, AwSettledLease *settled, int n, int32 *left)
@@ -2297,7 +2334,7 @@ aw_set_reserve_handed(const char *topic, AwSettledLease *settled, int n, int32 *
 			AwLease    *l = aw_lease_find(settled[i].key, settled[i].token);
 
 			if (l == NULL || l->topic != t || !aw_lease_settled_by_me(l) ||
-				l->handed || l->partner != NULL)
+				l->handed || l->handing || l->partner != NULL)
 				continue;
 			if (i != handed)
 			{
@@ -2308,6 +2345,8 @@ aw_set_reserve_handed(const char *topic, AwSettledLease *settled, int n, int32 *
 			}
 			handed++;
 			t->reserved++;
+			l->handing = true;
+			t->handing++;
 			(*left)++;
 		}
 		aw_topic_update_quiet(t);

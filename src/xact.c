@@ -533,7 +533,8 @@ aw_level_undo(AwLevel *l)
 				aw_waiters_wake_for(aw_set_undo_take(r->batch), MyDatabaseId, NULL);
 				break;
 			case AW_REC_RESERVE:
-				aw_set_unreserve(r->reserve.topic, r->reserve.left);
+				aw_set_unreserve(r->reserve.topic, r->reserve.left,
+								 r->reserve.handing, r->reserve.n_handing);
 				break;
 			case AW_REC_LEASES:
 				/* the rows wake claimers as claimable rows (CLAIMED) */
