@@ -1,6 +1,6 @@
 # Copyright (c) 2026, aion_wake authors
 #
-# 036_claim_topics_locks.pl: claim(topics[], max_rows) row-locks only the
+# 038_claim_topics_locks.pl: claim(topics[], max_rows) row-locks only the
 # rows it leases, so the rest stay claimable while its transaction is open.
 #
 # The claim leases the oldest max_rows rows across its topics.  It used to

@@ -1,6 +1,6 @@
 # Copyright (c) 2026, aion_wake authors
 #
-# 034_two_phase.pl: the second phase of a prepared transaction wakes the
+# 037_two_phase.pl: the second phase of a prepared transaction wakes the
 # claimers its commit or rollback would have woken (G9), in whichever
 # session it runs.
 #

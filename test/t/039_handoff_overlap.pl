@@ -1,6 +1,6 @@
 # Copyright (c) 2026, aion_wake authors
 #
-# 037_handoff_overlap.pl: a hand-off under way on a limited topic does not
+# 039_handoff_overlap.pl: a hand-off under way on a limited topic does not
 # make the topic look full to another hand-off or to a woken claimer (G8:
 # no slot idles while a claimer waits and a row is claimable).
 #
