@@ -67,7 +67,6 @@
 # The seed fixes every random choice of the scripts, not the timing, so a
 # race found once may need a few runs to show again.
 #
-#
 # That is mode one.  Mode two (STRESS_MODE=two) aims at the limits'
 # bookkeeping across databases, restarts and settles that are not the
 # plain one-per-lease kind:
@@ -258,12 +257,12 @@ LOG_SKIP=""
 # ---------------------------------------------------------------------------
 # The load
 # ---------------------------------------------------------------------------
-PGBENCH_OPTS=(-h "$TMP" -p "$PORT" -n -c "$DB_CLIENTS" -j "$DB_CLIENTS" --random-seed="$SEED"
+PGBENCH_OPTS=(-h "$TMP" -p "$PORT" -n -c "$DB_CLIENTS" -j "$DB_CLIENTS"
 	--max-tries=10 --failures-detailed -D skid=0 -D stok=0)
 if [ "$MODE" = one ]; then
 	say "load: pgbench -c $CLIENTS -T $DURATION --random-seed=$SEED"
 	set +e
-	as_pg "$PGBIN/pgbench" "${PGBENCH_OPTS[@]}" -T "$DURATION" -P 30 \
+	as_pg "$PGBIN/pgbench" "${PGBENCH_OPTS[@]}" --random-seed="$SEED" -T "$DURATION" -P 30 \
 		-f "$HERE/dispatch.sql@50" -f "$HERE/enqueue.sql@22" -f "$HERE/pulse.sql@14" \
 		-f "$HERE/batch.sql@6" -f "$HERE/stale.sql@8" -f "$HERE/probe.sql@4" \
 		-f "$HERE/repark.sql@8" -f "$HERE/limited.sql@30" -f "$HERE/sample.sql@6" \
@@ -273,8 +272,9 @@ if [ "$MODE" = one ]; then
 else
 	# Three parts, a pgbench per database in each; a restart ends the first
 	# two.  pgbench connects once, so the clients a restart cuts off end and
-	# the next part starts new ones (with the same seed: the random choices
-	# of a part repeat, the timing does not).  The log lines a restart
+	# the next part starts new ones.  Each part and database has a seed of
+	# its own, SEED + 100 * (database - 1) + (part - 1): the same SEED
+	# repeats the random choices, not the timing.  The log lines a restart
 	# writes (terminated connections, recovery) are left out of the log
 	# check: LOG_SKIP holds their line ranges.
 	part_start=$(date +%s)
@@ -285,14 +285,17 @@ else
 		[ "$secs" -ge 5 ] || secs=5
 		say "load, part $part of 3: pgbench -c $DB_CLIENTS -T $secs on each of $DBS"
 		pids=()
+		dbi=0
 		for DB in $DBS; do
 			# pgbench -T counts from its start; a restart ends parts 1 and 2
 			# sooner, so their -T leaves room for it
-			as_pg "$PGBIN/pgbench" "${PGBENCH_OPTS[@]}" -T $((part < 3 ? secs + 60 : secs)) \
+			as_pg "$PGBIN/pgbench" "${PGBENCH_OPTS[@]}" --random-seed=$((SEED + 100 * dbi + part - 1)) \
+				-T $((part < 3 ? secs + 60 : secs)) \
 				-f "$HERE/limited.sql@25" -f "$HERE/twice.sql@30" -f "$HERE/retake.sql@20" \
 				-f "$HERE/enqueue.sql@18" -f "$HERE/stale.sql@5" -f "$HERE/sample.sql@4" \
 				"$DB" >"$TMP/pgbench.$DB.$part.out" 2>&1 &
 			pids+=($!)
+			dbi=$((dbi + 1))
 		done
 		if [ "$part" -lt 3 ]; then
 			# the load runs until the part's end; then the restart (this
@@ -319,6 +322,7 @@ else
 		set -e
 	done
 	PGBENCH_RC=0
+	DB=${DBS%% *}
 fi
 
 # To check the checker: STRESS_MUTATE='SQL' runs SQL here, between the load
@@ -380,15 +384,15 @@ if [ "$MODE" = one ]; then
 	fi
 else
 	# The parts a restart ended: their clients end with a lost connection
-	# (or a fast shutdown's termination), nothing else.  The last part: no
-	# failure at all.
+	# (or a fast shutdown's termination, with the CONTEXT of the statement
+	# it cut), nothing else.  The last part: no failure at all.
 	for DB in $DBS; do
 		for part in 1 2 3; do
 			out=$TMP/pgbench.$DB.$part.out
 			processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
 			failed_tx=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
 			unexpected=$(grep -E 'error|abort|FATAL|ERROR' "$out" \
-				| grep -vE 'server closed the connection unexpectedly|terminating connection due to (administrator command|immediate shutdown)|connection to server .* (lost|failed)|no connection to the server|perhaps pgbench|client [0-9]+ aborted (in command|while)|Run was aborted|^ *(This probably means|before or while)' || true)
+				| grep -vE 'aborted in command [0-9]+ query [0-9]+: FATAL:  terminating connection due to administrator command$|aborted in command [0-9]+ \(SQL\) of script [0-9]+; perhaps the backend died while processing$|Run was aborted; the above results are incomplete|server closed the connection unexpectedly|^\s*(This probably means the server terminated abnormally|before or while processing the request)|^CONTEXT:  ' || true)
 			if [ "$part" = 3 ]; then
 				if [ "${failed_tx:-x}" = 0 ] && [ "${processed:-0}" -gt 0 ] && ! grep -q 'aborted' "$out"; then
 					ok "load ($DB, part 3): pgbench ran $processed transactions, none failed, no client aborted"
@@ -396,10 +400,10 @@ else
 					fail "load ($DB, part 3): failed transactions ${failed_tx:-?}" \
 						"$(grep -E 'error|abort|FATAL|ERROR' "$out" | head -n 15)"
 				fi
-			elif [ -z "$unexpected" ] && [ "${processed:-0}" -gt 0 ]; then
+			elif [ -z "$unexpected" ] && [ "${failed_tx:-x}" = 0 ] && [ "${processed:-0}" -gt 0 ]; then
 				ok "load ($DB, part $part, cut by a restart): pgbench ran $processed transactions; nothing failed but connections the restart ended"
 			else
-				fail "load ($DB, part $part): ${processed:-no} transactions, unexpected errors" "$unexpected"
+				fail "load ($DB, part $part): ${processed:-no} transactions, ${failed_tx:-?} failed, unexpected errors" "$unexpected"
 			fi
 		done
 		grep -E '^(SQL script|  - [0-9]+ transactions)' "$TMP/pgbench.$DB.3.out" | sed 's/^/      part 3: /' || true
