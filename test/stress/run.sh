@@ -278,7 +278,6 @@ else
 	# writes (terminated connections, recovery) are left out of the log
 	# check: LOG_SKIP holds their line ranges.
 	part_start=$(date +%s)
-	part_end=$part_start
 	for part in 1 2 3; do
 		part_end=$((part_start + DURATION * part / 3))
 		secs=$((part_end - $(date +%s)))
