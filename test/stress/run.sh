@@ -514,7 +514,23 @@ fi
 # The ledger checks, in each database: every database has its own ledger,
 # its own limits and its own counts.
 for DB in $DBS; do
-	[ "$MODE" = one ] || { DBP="$DB: "; echo "==== database $DB"; }
+	if [ "$MODE" = two ]; then
+		DBP="$DB: "
+		echo "==== database $DB"
+		# how often the cases mode two is for ran (committed ones from the
+		# settles of one key in one transaction, rolled-back ones from the
+		# scripts' notes)
+		q "WITH two AS (SELECT string_agg(op, ' then ' ORDER BY id) AS kind FROM stress_log
+		                 WHERE op IN ('complete', 'fail', 'park', 'dead_letter')
+		                 GROUP BY xid, dispatch_key HAVING count(*) > 1)
+		   SELECT 'ledger: ' || (SELECT count(*) FROM two) || ' leases settled twice in one transaction ('
+		          || coalesce((SELECT string_agg(kind || ' ' || n, ', ' ORDER BY kind)
+		                         FROM (SELECT kind, count(*) AS n FROM two GROUP BY kind) k), 'none')
+		          || '), ' || count(*) FILTER (WHERE op = 'note_settles_rolled_back') || ' rolled back; '
+		          || count(*) FILTER (WHERE op LIKE 'note_retaken%') || ' re-takes rolled back ('
+		          || count(*) FILTER (WHERE op = 'note_retaken_rolled_back_to_savepoint') || ' to a savepoint)'
+		     FROM stress_log" | sed 's/^/      /'
+	fi
 	echo "---- G1: nothing lost"
 	check "G1: every key enqueued is in exactly one of outbox, dead_letters, completed" \
 		"WITH k AS (SELECT dispatch_key,
