@@ -262,7 +262,9 @@ extern AwWake aw_set_undo_take(AwTakeBatch *b);
 extern List *aw_set_work_topics(void);
 extern bool aw_set_has_work(void);
 extern bool aw_set_topic_has_work(const char *topic);
-extern bool aw_set_topics_have_work(char **topics, int ntopics, uint64 mask);
+extern bool aw_set_spender_active(const char *topic);
+extern bool aw_set_spender_hand(const char *topic, int procno, uint64 registration);
+extern AwWake aw_set_spender_release(char **topics, int ntopics);
 
 /* take_confirmed() */
 extern int	aw_set_take_unfenced(const char *topic, int64 *want,

@@ -36,12 +36,14 @@ extern void aw_waiters_shmem_init(void);
 /* the blocked claimer's side */
 extern void aw_waiter_register(char **topics, int ntopics);
 extern uint64 aw_waiter_rearm(void);
-extern uint64 aw_waiter_leave(uint64 unused);
+extern void aw_waiter_leave(uint64 unused);
+extern bool aw_waiter_is_registered(int procno, uint64 registration);
 
 /* the wakers' side; both are cheap when nobody waits and never raise */
 extern int64 aw_waiters_wake(Oid dbid, const char *topic, int64 rows);
 extern void aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence,
 								  int64 rows);
+extern bool aw_waiters_hand_slots(Oid dbid, const char *topic);
 extern void aw_waiters_wake_for(AwWake wake, Oid dbid, const char *topic);
 extern void aw_waiters_wake_database(Oid dbid);
 extern void aw_waiters_mark_ready(Oid dbid, const char *topic);

@@ -729,24 +729,29 @@ aw_claim_probe(AwClaim *c, uint64 ready, uint64 *unused)
 		RollbackAndReleaseCurrentSubTransaction();
 	MemoryContextSwitchTo(oldcontext);
 	CurrentResourceOwner = oldowner;
+
+	/*
+	 * The pulses handed to it are spent as far as it could; what is left
+	 * (and what a rollback of the probe gave back) goes to the worker.
+	 */
+	aw_waiters_wake_for(aw_set_spender_release(aw_waiting_names, aw_waiting_n),
+						MyDatabaseId, NULL);
 	return found;
 }
 
 /*
  * Leave the waiter registry, passing on the wakes of the topics in unused.
- * A pulse is handed to a blocked claimer rather than to the worker, so if
- * slots of a topic this claimer passed no wake on for are still unspent --
- * it was cancelled before its probe spent them, say -- the worker is woken
- * to spend them.  Never raises.
+ * Pulses handed to this claimer and not spent -- it was cancelled before
+ * its probe spent them, say -- go to the worker.  Leaving comes first: from
+ * then on no pulse is handed to this claimer (aw_set_spender_hand sees it
+ * gone), so none can be recorded after the release.  Never raises.
  */
 static void
 aw_claim_leave(uint64 unused)
 {
-	uint64		kept = aw_waiter_leave(unused);
-
-	if (kept != 0 &&
-		aw_set_topics_have_work(aw_waiting_names, aw_waiting_n, kept))
-		aw_wake_worker(MyDatabaseId);
+	aw_waiter_leave(unused);
+	aw_waiters_wake_for(aw_set_spender_release(aw_waiting_names, aw_waiting_n),
+						MyDatabaseId, NULL);
 	aw_waiting_n = 0;
 	aw_waiting_woken = 0;
 }

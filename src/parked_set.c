@@ -52,6 +52,7 @@
 #include "aw_compat.h"
 #include "aw_fence_heap.h"
 #include "aw_set.h"
+#include "aw_waiters.h"
 
 /* first delay before a re-offer that found its row locked is retried */
 #define AW_RETRY_MIN_MS 5
@@ -102,6 +103,14 @@ typedef struct AwTopic
 	dlist_node	quiet_node;
 	uint64		pulses;			/* per-topic counters */
 	uint64		reoffered;
+	/*
+	 * The spender of the topic's slots and due entries: a blocked claimer
+	 * they were handed to (its process number and waiter registration), or
+	 * none (spender_registration 0, or a registration that has left): the
+	 * worker.  Only the spender takes them (aw_take_topic).
+	 */
+	int32		spender_procno;
+	uint64		spender_registration;
 	/* known capacity (G8); a limited topic is never recycled */
 	int32		max_in_flight;	/* 0: unlimited */
 	int32		reserved;		/* slots claims in progress reserved */
@@ -396,6 +405,8 @@ aw_topic_find(Oid dbid, const char *name, bool create)
 		t->quiet = false;
 		t->pulses = 0;
 		t->reoffered = 0;
+		t->spender_procno = -1;
+		t->spender_registration = 0;
 		t->max_in_flight = 0;
 		t->reserved = 0;
 		t->n_leases = 0;
@@ -1073,6 +1084,31 @@ aw_set_abandon_owned_by_me(void)
  * ---------------------------------------------------------------------
  */
 
+/* Is a claimer the spender of the topic's slots, and still waiting? */
+static inline bool
+aw_topic_spender_live(AwTopic *t)
+{
+	return t->spender_registration != 0 &&
+		aw_waiter_is_registered(t->spender_procno, t->spender_registration);
+}
+
+/*
+ * May this backend's round spend the topic's slots and due entries?  Only
+ * their one spender may (doc/design.md, Who spends a pulse): the claimer
+ * they were handed to while it waits, else the worker -- or reoffer(),
+ * which spends on request.  A claiming round of anyone else (a claimer
+ * woken for rows, a hand-off) spends only the slots it brings, so that a
+ * pulse handed to a claimer is never split with another process whose
+ * re-offers that claimer then misses.
+ */
+static bool
+aw_topic_may_spend(AwTopic *t, bool claiming)
+{
+	if (aw_topic_spender_live(t))
+		return t->spender_procno == AW_MY_PROCNO;
+	return !claiming;
+}
+
 /* Take an entry for a re-offer by this backend; copy what it needs. */
 static void
 aw_take_entry(AwEntry *e, AwTake *out)
@@ -1108,6 +1144,7 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 	uint64		avail;			/* slots this round may use, own included */
 	uint64		used = 0;		/* ... and has used */
 	bool		exhausted = true;
+	bool		spend = aw_topic_may_spend(t, b->claiming);
 	dlist_mutable_iter iter;
 
 	/*
@@ -1119,7 +1156,7 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 	{
 		AwEntry    *e = dlist_container(AwEntry, list_node, iter.cur);
 
-		if (n >= b->max || k >= cap)
+		if (n >= b->max || k >= cap || !spend)
 			break;
 		if (e->fence <= now)
 		{
@@ -1135,7 +1172,7 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 		}
 	}
 	own = Min((uint64) b->own_slots, cap - Min(k, cap));
-	avail = own + Min(t->slots, cap - Min(k, cap) - own);
+	avail = own + (spend ? Min(t->slots, cap - Min(k, cap) - own) : 0);
 
 	/* 1. confirmed entries, oldest park first */
 	dlist_foreach_modify(iter, &t->confirmed[AW_KIND_FENCED])
@@ -1165,7 +1202,7 @@ aw_take_topic(AwTopic *t, TimestampTz now, AwTakeBatch *b, int want)
 	}
 
 	/* steps 2 and 3 spend all the topic's slots: only a plain round does */
-	if (exhausted && used < avail && b->slot_cap == 0 && own == 0)
+	if (exhausted && used < avail && b->slot_cap == 0 && own == 0 && spend)
 	{
 		uint64		left = avail - used;
 
@@ -1294,6 +1331,82 @@ aw_set_topic_has_work(const char *topic)
 	work = (t != NULL && (t->slots > 0 || !dlist_is_empty(&t->due)));
 	LWLockRelease(aw_shared->lock);
 	return work;
+}
+
+/*
+ * Is a blocked claimer the spender of the topic's slots (aw_waiters.c,
+ * aw_waiters_hand_slots)?
+ */
+bool
+aw_set_spender_active(const char *topic)
+{
+	AwTopic    *t;
+	bool		active;
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	t = aw_topic_find(MyDatabaseId, topic, false);
+	active = (t != NULL && aw_topic_spender_live(t));
+	LWLockRelease(aw_shared->lock);
+	return active;
+}
+
+/*
+ * Make a blocked claimer, woken for the purpose, the spender of the
+ * topic's slots, unless another still waiting is already.  Returns false
+ * when that claimer has left the registry since it was woken (then it
+ * cannot be the spender).  Never raises.
+ */
+bool
+aw_set_spender_hand(const char *topic, int procno, uint64 registration)
+{
+	AwTopic    *t;
+	bool		handed = true;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	t = aw_topic_find(MyDatabaseId, topic, false);
+	if (t != NULL && !aw_topic_spender_live(t))
+	{
+		if (aw_waiter_is_registered(procno, registration))
+		{
+			t->spender_procno = procno;
+			t->spender_registration = registration;
+		}
+		else
+			handed = false;
+	}
+	LWLockRelease(aw_shared->lock);
+	return handed;
+}
+
+/*
+ * This claimer stops spending the topics it waits on: after each probe,
+ * and when it leaves the registry.  Of a topic it was the spender of, the
+ * slots and due entries its probe did not spend (it had no room for more
+ * rows, it met only pending parks, or it was cancelled) go to the worker,
+ * which spends them all.  Returns AW_WAKE_WORKER when there are such.
+ * Never raises.
+ */
+AwWake
+aw_set_spender_release(char **topics, int ntopics)
+{
+	AwWake		wake = AW_WAKE_NONE;
+	int			i;
+
+	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < ntopics; i++)
+	{
+		AwTopic    *t = aw_topic_find(MyDatabaseId, topics[i], false);
+
+		if (t == NULL || t->spender_registration == 0 ||
+			t->spender_procno != AW_MY_PROCNO)
+			continue;
+		t->spender_procno = -1;
+		t->spender_registration = 0;
+		if (t->slots > 0 || !dlist_is_empty(&t->due))
+			wake = AW_WAKE_WORKER;
+	}
+	LWLockRelease(aw_shared->lock);
+	return wake;
 }
 
 /* Is this in-flight entry the one this backend took as `take`? */
@@ -2401,30 +2514,6 @@ aw_set_free_slots(const char *topic)
 		free_slots = (int32) Max(0, t->max_in_flight - aw_topic_used(t));
 	LWLockRelease(aw_shared->lock);
 	return free_slots;
-}
-
-/*
- * Are slots or due entries waiting to be spent on any of the topics whose
- * bit is set in mask?
- */
-bool
-aw_set_topics_have_work(char **topics, int ntopics, uint64 mask)
-{
-	bool		work = false;
-	int			i;
-
-	LWLockAcquire(aw_shared->lock, LW_SHARED);
-	for (i = 0; i < ntopics && !work; i++)
-	{
-		AwTopic    *t;
-
-		if ((mask & (UINT64CONST(1) << i)) == 0)
-			continue;
-		t = aw_topic_find(MyDatabaseId, topics[i], false);
-		work = (t != NULL && (t->slots > 0 || !dlist_is_empty(&t->due)));
-	}
-	LWLockRelease(aw_shared->lock);
-	return work;
 }
 
 /* Is the topic limited?  The limit itself in *max_in_flight. */

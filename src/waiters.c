@@ -57,6 +57,7 @@
 #include "utils/timestamp.h"
 
 #include "aion_wake.h"
+#include "aw_set.h"
 #include "aw_waiters.h"
 #include "aw_worker_slots.h"
 
@@ -91,6 +92,13 @@ typedef struct AwWaitMember
 typedef struct AwWaiter
 {
 	int			pid;			/* 0: slot free */
+	/*
+	 * This registration's number, 0 when not waiting.  Written under the
+	 * waiter lock, read without it by the set (aw_waiter_is_registered):
+	 * a topic's spender is a registration, and stops being one the moment
+	 * its claimer leaves.
+	 */
+	pg_atomic_uint64 registration;
 	int			ntopics;
 	uint64		inbox;			/* bit i: members[i]'s topic is ready */
 	AwWaitMember members[AW_WAIT_MAX_TOPICS];
@@ -101,6 +109,7 @@ typedef struct AwWaitShared
 	LWLock	   *lock;
 	pg_atomic_uint32 n_waiters;
 	uint64		next_ready_gen; /* numbers readiness events, all topics */
+	uint64		next_registration;	/* numbers registrations, never 0 */
 	int			nslots;
 	AwWaiter	slots[FLEXIBLE_ARRAY_MEMBER];
 } AwWaitShared;
@@ -150,6 +159,8 @@ aw_waiters_shmem_init(void)
 		aw_wait->lock = &(GetNamedLWLockTranche("aion_wake"))[1].lock;
 		pg_atomic_init_u32(&aw_wait->n_waiters, 0);
 		aw_wait->nslots = n;
+		for (int i = 0; i < n; i++)
+			pg_atomic_init_u64(&aw_wait->slots[i].registration, 0);
 	}
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(AwWaitTopicKey);
@@ -242,6 +253,7 @@ aw_waiter_register(char **topics, int ntopics)
 	w->pid = MyProcPid;
 	w->ntopics = ntopics;
 	w->inbox = 0;
+	pg_atomic_write_u64(&w->registration, ++aw_wait->next_registration);
 	for (i = 0; i < ntopics; i++)
 	{
 		AwWaitMember *m = &w->members[i];
@@ -300,25 +312,23 @@ aw_waiter_rearm(void)
  * exit.  The wakes of the topics in the inbox (they came after the last
  * probe) and of the topics in unused (woken before it, but the probe took
  * none of their rows) are each passed to the next waiter of the topic.
- * Returns a mask of the topics for which no wake was passed on: a pulse
- * handed to this waiter for one of them may still be unspent (it was
- * cancelled before its probe spent it, say), and the caller must see that
- * the worker spends it.  Never raises.
+ * Pulse slots this claimer was made the spender of are not a wake: the
+ * caller gives them back to the set (aw_set_spender_release).  Never
+ * raises.
  */
-uint64
+void
 aw_waiter_leave(uint64 unused)
 {
 	AwWaiter   *w = &aw_wait->slots[AW_MY_PROCNO];
 	int			procnos[AW_WAIT_MAX_TOPICS];
 	int			nprocs = 0;
-	uint64		kept = 0;
 	int			i;
 
 	LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
 	if (w->pid != MyProcPid)
 	{
 		LWLockRelease(aw_wait->lock);
-		return 0;
+		return;
 	}
 	for (i = 0; i < w->ntopics; i++)
 	{
@@ -331,19 +341,19 @@ aw_waiter_leave(uint64 unused)
 		m->queued = false;
 		if (w->inbox & bit)
 			t->n_ready--;
-		if (((w->inbox | unused) & bit) == 0 ||
-			aw_wait_topic_take(t, 1, procnos, lengthof(procnos), &nprocs) == 0)
-			kept |= bit;
+		if ((w->inbox | unused) & bit)
+			(void) aw_wait_topic_take(t, 1, procnos, lengthof(procnos), &nprocs);
 		if (--t->n_waiters == 0)
 			hash_search(aw_wait_topics, &t->key, HASH_REMOVE, NULL);
 	}
 	w->pid = 0;
 	w->ntopics = 0;
 	w->inbox = 0;
+	/* a full barrier: from here on the set sees this claimer as gone */
+	(void) pg_atomic_exchange_u64(&w->registration, 0);
 	pg_atomic_fetch_sub_u32(&aw_wait->n_waiters, 1);
 	LWLockRelease(aw_wait->lock);
 	aw_wake_procs(procnos, nprocs);
-	return kept;
 }
 
 /* Is anybody waiting at all?  Read without the lock (see aw_waiters_wake). */
@@ -469,16 +479,89 @@ aw_waiters_ready_gen(Oid dbid, const char *topic)
 }
 
 /*
+ * Is this registration (a number aw_waiter_register gave) still waiting?
+ * Read without the waiter lock, so that the set can ask under its own.
+ */
+bool
+aw_waiter_is_registered(int procno, uint64 registration)
+{
+	return registration != 0 && procno >= 0 && procno < aw_wait->nslots &&
+		pg_atomic_read_u64(&aw_wait->slots[procno].registration) == registration;
+}
+
+/*
+ * A topic's pulse slots (or due entries) wait to be spent: make sure
+ * exactly one process spends them (doc/design.md, Who spends a pulse).  If
+ * a claimer is their spender already, it spends them or gives them back
+ * when it finishes.  Else one claimer blocked on the topic becomes the
+ * spender, recorded on the topic in the set before its latch is set, so it
+ * spends them in its own probe and claims what they move -- which saves
+ * the worker's transaction and a process wake-up between a freed slot and
+ * a claimed row -- and the worker leaves the topic alone.  The two locks
+ * are never held together: a claimer that left between its wake and the
+ * record is no longer registered, and the next waiter is tried.  Returns
+ * false when the worker is the spender (nobody waits): the caller wakes it.
+ * Never raises.
+ */
+bool
+aw_waiters_hand_slots(Oid dbid, const char *topic)
+{
+	int			tries;
+
+	for (tries = 0; tries < 4; tries++)
+	{
+		AwWaitTopic *t;
+		int			procno = -1;
+		uint64		registration = 0;
+
+		if (aw_set_spender_active(topic))
+			return true;
+		if (!aw_anyone_waits())
+			return false;
+		LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
+		t = aw_wait_topic_find(dbid, topic, HASH_FIND);
+		/* as aw_wait_topic_take, for one waiter whose latch is set below */
+		while (t != NULL && !dlist_is_empty(&t->queue))
+		{
+			AwWaitMember *m = dlist_head_element(AwWaitMember, node, &t->queue);
+			AwWaiter   *w = &aw_wait->slots[m->slotno];
+
+			dlist_pop_head_node(&t->queue);
+			m->queued = false;
+			if (GetPGProcByNumber(m->slotno)->pid != w->pid)
+				continue;		/* stale: its backend is gone */
+			t->n_ready++;
+			w->inbox |= UINT64CONST(1) << (m - w->members);
+			procno = m->slotno;
+			registration = pg_atomic_read_u64(&w->registration);
+			break;
+		}
+		LWLockRelease(aw_wait->lock);
+		if (procno < 0)
+			return false;
+		if (aw_set_spender_hand(topic, procno, registration))
+		{
+			/*
+			 * Even if its inbox held a wake already: it may have read that
+			 * one before the record, and must probe again.
+			 */
+			aw_wake_procs(&procno, 1);
+			return true;
+		}
+		/* it left in between, passing the wake on: give the next a turn */
+	}
+	return false;
+}
+
+/*
  * Act on what a set operation left to be woken (aw_set.h): slots of a
- * topic to spend go to one claimer blocked on it, who spends them in its
- * own probe and claims what they move -- which saves the worker's
- * transaction and a process wake-up between a freed slot and a claimed row
- * -- or, when nobody waits, to the worker.  Never raises.
+ * topic to spend go to their spender (aw_waiters_hand_slots), or, when
+ * nobody waits, to the worker.  Never raises.
  */
 void
 aw_waiters_wake_for(AwWake wake, Oid dbid, const char *topic)
 {
-	if (wake == AW_WAKE_SPENDER && aw_waiters_wake(dbid, topic, 1) > 0)
+	if (wake == AW_WAKE_SPENDER && aw_waiters_hand_slots(dbid, topic))
 		return;
 	if (wake != AW_WAKE_NONE)
 		aw_wake_worker(dbid);

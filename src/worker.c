@@ -106,10 +106,6 @@ typedef struct AwUnknownPulse
 static AwWorkerSlot *aw_slot = NULL;
 static HTAB *aw_unknown_pulses = NULL;
 
-/* topics whose raw pulse this pass handed to a blocked claimer */
-static List *aw_handed = NIL;
-
-static void aw_hand_to_claimer(const char *topic);
 static PGconn *aw_conn = NULL;
 static TimestampTz aw_next_connect = 0;
 static int	aw_connect_delay_ms = AW_CONNECT_MIN_MS;
@@ -364,7 +360,7 @@ aw_handle_raw_pulse(const char *payload)
 	if (r == AW_PULSE_OK)
 	{
 		if (aw_set_add_slots(topic, slots, false))
-			aw_hand_to_claimer(topic);
+			(void) aw_waiters_hand_slots(MyDatabaseId, topic);
 		else
 		{
 			AwUnknownPulse *u;
@@ -405,20 +401,6 @@ aw_handle_raw_pulse(const char *payload)
 					 AW_PULSE_MAX_SLOTS)));
 	last_log = now;
 	suppressed = 0;
-}
-
-/*
- * A raw pulse's slots are on their topic: hand them to one claimer blocked
- * on it, who spends them in its own claim, parked rows leased straight from
- * their fences (one transaction, where the worker's re-offer and the
- * claim would take two).  The worker then leaves the topic alone this
- * pass; a claimer that leaves without spending them wakes it.
- */
-static void
-aw_hand_to_claimer(const char *topic)
-{
-	if (aw_waiters_wake(MyDatabaseId, topic, 1) > 0)
-		aw_handed = lappend(aw_handed, makeString(pstrdup(topic)));
 }
 
 /* Read what the socket has and handle every notification buffered. */
@@ -482,7 +464,7 @@ aw_admit_unknown_pulses(bool installed)
 								args, NULL, SPI_OK_SELECT) > 0;
 		}
 		if (known && aw_set_add_slots(u->topic, u->slots, true))
-			aw_hand_to_claimer(u->topic);
+			(void) aw_waiters_hand_slots(MyDatabaseId, u->topic);
 		else if (!known)
 			aw_set_count_ignored_pulse(false);
 	}
@@ -719,8 +701,9 @@ aw_worker_rebuild(void)
 /*
  * Spend every pulse waiting for this database: topic by topic, each round
  * of a re-offer in a transaction of its own, so a huge pulse never holds
- * one long transaction (nor its memory).  A topic whose raw pulse this pass
- * handed to a blocked claimer is left to it.
+ * one long transaction (nor its memory).  A topic whose slots were handed
+ * to a blocked claimer is left to it: its rounds take nothing
+ * (aw_take_topic), and the claimer wakes the worker for what it leaves.
  */
 static void
 aw_worker_spend(void)
@@ -731,9 +714,6 @@ aw_worker_spend(void)
 	foreach(lc, topics)
 	{
 		AwReoffer	r;
-
-		if (list_member(aw_handed, makeString(lfirst(lc))))
-			continue;
 
 		aw_reoffer_start(&r);
 		while (!r.done)
@@ -1067,7 +1047,6 @@ aw_worker_main(Datum main_arg)
 			wait_set = aw_make_wait_set();
 			wait_generation = aw_conn_generation;
 		}
-		aw_handed = NIL;		/* in loop_cxt */
 		MemoryContextReset(loop_cxt);
 		nevents = WaitEventSetWait(wait_set, timeout, events, lengthof(events),
 								   aw_wait_event_worker());
