@@ -43,7 +43,7 @@ extern bool aw_waiter_is_registered(int procno, uint64 registration);
 extern int64 aw_waiters_wake(Oid dbid, const char *topic, int64 rows);
 extern void aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence,
 								  int64 rows);
-extern bool aw_waiters_hand_slots(Oid dbid, const char *topic);
+extern bool aw_waiters_wake_spender(Oid dbid, const char *topic);
 extern void aw_waiters_wake_for(AwWake wake, Oid dbid, const char *topic);
 extern void aw_waiters_wake_database(Oid dbid);
 extern void aw_waiters_mark_ready(Oid dbid, const char *topic);

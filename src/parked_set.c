@@ -1094,12 +1094,12 @@ aw_topic_spender_live(AwTopic *t)
 
 /*
  * May this backend's round spend the topic's slots and due entries?  Only
- * their one spender may (doc/design.md, Who spends a pulse): the claimer
- * they were handed to while it waits, else the worker -- or reoffer(),
- * which spends on request.  A claiming round of anyone else (a claimer
- * woken for rows, a hand-off) spends only the slots it brings, so that a
- * pulse handed to a claimer is never split with another process whose
- * re-offers that claimer then misses.
+ * their one spender may (doc/design.md, Where pulses come from, and who
+ * spends them): the claimer they were handed to while it waits, else the
+ * worker -- or reoffer(), which spends on request.  A claiming round of
+ * anyone else (a claimer woken for rows, a hand-off) spends only the slots
+ * it brings, so that a pulse handed to a claimer is never split with
+ * another process whose re-offers that claimer then misses.
  */
 static bool
 aw_topic_may_spend(AwTopic *t, bool claiming)
@@ -1335,7 +1335,7 @@ aw_set_topic_has_work(const char *topic)
 
 /*
  * Is a blocked claimer the spender of the topic's slots (aw_waiters.c,
- * aw_waiters_hand_slots)?
+ * aw_waiters_wake_spender)?
  */
 bool
 aw_set_spender_active(const char *topic)

@@ -491,20 +491,20 @@ aw_waiter_is_registered(int procno, uint64 registration)
 
 /*
  * A topic's pulse slots (or due entries) wait to be spent: make sure
- * exactly one process spends them (doc/design.md, Who spends a pulse).  If
- * a claimer is their spender already, it spends them or gives them back
- * when it finishes.  Else one claimer blocked on the topic becomes the
- * spender, recorded on the topic in the set before its latch is set, so it
- * spends them in its own probe and claims what they move -- which saves
- * the worker's transaction and a process wake-up between a freed slot and
- * a claimed row -- and the worker leaves the topic alone.  The two locks
- * are never held together: a claimer that left between its wake and the
- * record is no longer registered, and the next waiter is tried.  Returns
- * false when the worker is the spender (nobody waits): the caller wakes it.
- * Never raises.
+ * exactly one process spends them (doc/design.md, Where pulses come from,
+ * and who spends them).  If a claimer is their spender already, it spends
+ * them or gives them back when it finishes.  Else one claimer blocked on
+ * the topic becomes the spender, recorded on the topic in the set before
+ * its latch is set, so it spends them in its own probe and claims what
+ * they move -- which saves the worker's transaction and a process wake-up
+ * between a freed slot and a claimed row -- and the worker leaves the
+ * topic alone.  The two locks are never held together: a claimer that left
+ * between its wake and the record is no longer registered, and the next
+ * waiter is tried.  Returns false when the worker is the spender (nobody
+ * waits): the caller wakes it.  Never raises.
  */
 bool
-aw_waiters_hand_slots(Oid dbid, const char *topic)
+aw_waiters_wake_spender(Oid dbid, const char *topic)
 {
 	int			tries;
 
@@ -555,13 +555,13 @@ aw_waiters_hand_slots(Oid dbid, const char *topic)
 
 /*
  * Act on what a set operation left to be woken (aw_set.h): slots of a
- * topic to spend go to their spender (aw_waiters_hand_slots), or, when
+ * topic to spend go to their spender (aw_waiters_wake_spender), or, when
  * nobody waits, to the worker.  Never raises.
  */
 void
 aw_waiters_wake_for(AwWake wake, Oid dbid, const char *topic)
 {
-	if (wake == AW_WAKE_SPENDER && aw_waiters_hand_slots(dbid, topic))
+	if (wake == AW_WAKE_SPENDER && aw_waiters_wake_spender(dbid, topic))
 		return;
 	if (wake != AW_WAKE_NONE)
 		aw_wake_worker(dbid);

@@ -360,7 +360,7 @@ aw_handle_raw_pulse(const char *payload)
 	if (r == AW_PULSE_OK)
 	{
 		if (aw_set_add_slots(topic, slots, false))
-			(void) aw_waiters_hand_slots(MyDatabaseId, topic);
+			(void) aw_waiters_wake_spender(MyDatabaseId, topic);
 		else
 		{
 			AwUnknownPulse *u;
@@ -464,7 +464,7 @@ aw_admit_unknown_pulses(bool installed)
 								args, NULL, SPI_OK_SELECT) > 0;
 		}
 		if (known && aw_set_add_slots(u->topic, u->slots, true))
-			(void) aw_waiters_hand_slots(MyDatabaseId, u->topic);
+			(void) aw_waiters_wake_spender(MyDatabaseId, u->topic);
 		else if (!known)
 			aw_set_count_ignored_pulse(false);
 	}
