@@ -264,7 +264,8 @@ extern bool aw_set_has_work(void);
 extern bool aw_set_topic_has_work(const char *topic);
 extern bool aw_set_spender_active(const char *topic);
 extern bool aw_set_spender_hand(const char *topic, int procno, uint64 registration);
-extern AwWake aw_set_spender_release(char **topics, int ntopics);
+extern uint64 aw_set_last_hand(void);
+extern AwWake aw_set_spender_release(char **topics, int ntopics, uint64 hand);
 
 /* take_confirmed() */
 extern int	aw_set_take_unfenced(const char *topic, int64 *want,

@@ -674,7 +674,7 @@ aw_ms_until_next_event(AwClaim *c, TimestampTz now)
  * header).
  */
 static bool
-aw_claim_probe(AwClaim *c, uint64 ready, uint64 *unused)
+aw_claim_probe(AwClaim *c, uint64 ready, uint64 hand, uint64 *unused)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -731,10 +731,11 @@ aw_claim_probe(AwClaim *c, uint64 ready, uint64 *unused)
 	CurrentResourceOwner = oldowner;
 
 	/*
-	 * The pulses handed to it are spent as far as it could; what is left
-	 * (and what a rollback of the probe gave back) goes to the worker.
+	 * The pulses handed to it before it looked are spent as far as it
+	 * could; what is left (and what a rollback of the probe gave back)
+	 * goes to the worker.
 	 */
-	aw_waiters_wake_for(aw_set_spender_release(aw_waiting_names, aw_waiting_n),
+	aw_waiters_wake_for(aw_set_spender_release(aw_waiting_names, aw_waiting_n, hand),
 						MyDatabaseId, NULL);
 	return found;
 }
@@ -750,7 +751,8 @@ static void
 aw_claim_leave(uint64 unused)
 {
 	aw_waiter_leave(unused);
-	aw_waiters_wake_for(aw_set_spender_release(aw_waiting_names, aw_waiting_n),
+	aw_waiters_wake_for(aw_set_spender_release(aw_waiting_names, aw_waiting_n,
+											   PG_UINT64_MAX),
 						MyDatabaseId, NULL);
 	aw_waiting_n = 0;
 	aw_waiting_woken = 0;
@@ -818,13 +820,16 @@ aw_claim_wait(AwClaim *c, int64 wait)
 			long		timeout;
 			uint64		woken;
 			uint64		ready;
+			uint64		hand;
 
 			ResetLatch(MyLatch);
+			/* before the inbox: see aw_set_last_hand */
+			hand = aw_set_last_hand();
 			woken = aw_waiting_woken = aw_waiter_rearm();
 			/* the first probe, a fence or the deadline passing: look at all */
 			ready = (first || woken == 0) ? all : woken;
 			first = false;
-			if (aw_claim_probe(c, ready, &unused))
+			if (aw_claim_probe(c, ready, hand, &unused))
 			{
 				/* the wakes it received and took no row for go on */
 				pass = unused & woken;

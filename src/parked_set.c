@@ -111,6 +111,7 @@ typedef struct AwTopic
 	 */
 	int32		spender_procno;
 	uint64		spender_registration;
+	uint64		spender_hand;	/* the hand that made it the spender */
 	/* known capacity (G8); a limited topic is never recycled */
 	int32		max_in_flight;	/* 0: unlimited */
 	int32		reserved;		/* slots claims in progress reserved */
@@ -185,6 +186,7 @@ typedef struct AwShared
 	LWLock	   *lock;			/* guards everything here */
 	uint64		next_generation;
 	uint64		next_seq;
+	uint64		next_hand;		/* numbers hands of slots to a claimer */
 	AwCounters	counters;
 	dlist_head	work;			/* topics with slots or due entries */
 	dlist_head	quiet;			/* topics with no entry, slot or work, the
@@ -407,6 +409,7 @@ aw_topic_find(Oid dbid, const char *name, bool create)
 		t->reoffered = 0;
 		t->spender_procno = -1;
 		t->spender_registration = 0;
+		t->spender_hand = 0;
 		t->max_in_flight = 0;
 		t->reserved = 0;
 		t->n_leases = 0;
@@ -1370,6 +1373,7 @@ aw_set_spender_hand(const char *topic, int procno, uint64 registration)
 		{
 			t->spender_procno = procno;
 			t->spender_registration = registration;
+			t->spender_hand = ++aw_shared->next_hand;
 		}
 		else
 			handed = false;
@@ -1379,15 +1383,34 @@ aw_set_spender_hand(const char *topic, int procno, uint64 registration)
 }
 
 /*
- * This claimer stops spending the topics it waits on: after each probe,
- * and when it leaves the registry.  Of a topic it was the spender of, the
- * slots and due entries its probe did not spend (it had no room for more
- * rows, it met only pending parks, or it was cancelled) go to the worker,
- * which spends them all.  Returns AW_WAKE_WORKER when there are such.
- * Never raises.
+ * The number of the last hand of slots to a claimer.  A claimer reads it
+ * before it reads its inbox for a probe: a topic handed to it up to then
+ * is among the probe's ready topics (the hand sets the inbox bit first).
+ */
+uint64
+aw_set_last_hand(void)
+{
+	uint64		hand;
+
+	LWLockAcquire(aw_shared->lock, LW_SHARED);
+	hand = aw_shared->next_hand;
+	LWLockRelease(aw_shared->lock);
+	return hand;
+}
+
+/*
+ * This claimer stops spending the topics it waits on that were handed to
+ * it up to hand (aw_set_last_hand before its probe; PG_UINT64_MAX when it
+ * leaves the registry).  A topic handed to it later stays its own: the
+ * hand came while the probe ran, perhaps after it looked at the topic,
+ * and its latch is set, so its next probe spends it.  Of a topic it
+ * releases, the slots and due entries its probe did not spend (it had no
+ * room for more rows, it met only pending parks, or it was cancelled) go
+ * to the worker, which spends them all.  Returns AW_WAKE_WORKER when there
+ * are such.  Never raises.
  */
 AwWake
-aw_set_spender_release(char **topics, int ntopics)
+aw_set_spender_release(char **topics, int ntopics, uint64 hand)
 {
 	AwWake		wake = AW_WAKE_NONE;
 	int			i;
@@ -1398,7 +1421,7 @@ aw_set_spender_release(char **topics, int ntopics)
 		AwTopic    *t = aw_topic_find(MyDatabaseId, topics[i], false);
 
 		if (t == NULL || t->spender_registration == 0 ||
-			t->spender_procno != AW_MY_PROCNO)
+			t->spender_procno != AW_MY_PROCNO || t->spender_hand > hand)
 			continue;
 		t->spender_procno = -1;
 		t->spender_registration = 0;
