@@ -1,6 +1,6 @@
 # Copyright (c) 2026, aion_wake authors
 #
-# 037_one_spender.pl: a pulse handed to a blocked claimer is spent by that
+# 040_one_spender.pl: a pulse handed to a blocked claimer is spent by that
 # claimer alone.
 #
 # A pulse of k slots committed while a claimer blocks on its topic is
