@@ -81,7 +81,8 @@ props="4 properties hold (G2a, G2b, G3, no deadlock"
 # the property an assertion of the model belongs to, from pan's message
 property_of() {
 	case $1 in
-	*g_live*) echo "G2a (a slot vanished)" ;;
+	*g_live*) echo "G2a (a slot vanished or appeared)" ;;
+	*g7_twice*) echo "G7 (one freed slot brought back two rows)" ;;
 	*credit_until*) echo "G2b (a slot stranded beside a parked row)" ;;
 	*c_mask*) echo "G3 (took an entry whose fence is not committed)" ;;
 	*tk_ver*) echo "G3 (the re-offer moved a fence it did not park)" ;;
