@@ -219,6 +219,14 @@ L_THREE="-DNC=3 -DTMAX=1 -DMAXCL1=1 -DROLE1=1 -DROLE2=1 -DROLE3=6"
 L_RB="-DMAXCL1=1 -DMAXCL2=2 -DROLE1=1 -DROLE2=14 -DTMAX=2"      # claims and settles rolled back
 L_PARK="-DMAXCL1=1 -DPARK -DDEADLINE -DROLE1=5 -DROLE2=6"
 L_TOPICS="-DNT=2 -DMAXCL1=1 -DROLE1=5 -DROLE2=5 -DDEADLINE -DLIMIT1=1"  # claimer 1 waits on both topics
+# the zero-gap hand-off: claimer 2 settles (maybe twice), then claim(t, 2), in one transaction
+L_HAND="-DHAND -DMAXCL1=1 -DMAXCL2=2 -DROLE1=1 -DROLE2=30 -DTMAX=2"
+# set_limit() in a transaction of its own (one call, or NULL then the limit), on a limited topic
+L_SETLIM1="-DSETLIM -DMAXCL1=1 -DTMAX=2 -DROLE1=1 -DROLE2=14"
+# ... on an unlimited topic, READ COMMITTED or REPEATABLE READ
+L_SETLIM0="-DSETLIM -DLIMIT=0 -DMAXCL1=1 -DTMAX=2 -DROLE1=1 -DROLE2=14"
+# after a restart: the limits not loaded yet, a load that may fail and is retried
+L_LOAD="-DLOAD -DMAXCL1=1 -DTMAX=2 -DROLE1=1 -DROLE2=6"
 
 # shellcheck disable=SC2086
 lane_limits() {
@@ -230,6 +238,8 @@ lane_limits() {
 	check_model "limits: 3 claimers, limit 2" $BASE $L_THREE -DLIMIT=2
 	check_model "limits: claims and settles rolled back" $BASE $L_RB
 	check_model "limits: 2 topics, limits 1 and 1, claimer 1 waits on both" $BASE $L_TOPICS
+	check_model "limits: the hand-off, a lease settled twice, a re-take, rolled back" $BASE $L_HAND
+	check_model "limits: a load after a restart that fails and is retried" $BASE $L_LOAD
 	if $full; then
 		check_model "limits: 2 claimers, 2 claims each, clock to 2" $BASE -DTMAX=2
 		check_model "limits: 2 claimers, limit 2" $BASE -DLIMIT=2 -DMAXCL1=1
@@ -251,6 +261,13 @@ lane_limits2() {
 	check_mutant L7 G8w $BASE $L_RB
 	check_mutant F8 G8w $BASE $L_LATE
 	check_mutant F9 G9 $BASE $L_TOPICS
+	check_model "limits: set_limit() on a limited topic, one call or two" $BASE $L_SETLIM1
+	check_model "limits: set_limit() on an unlimited topic, REPEATABLE READ too" $BASE $L_SETLIM0
+	check_mutant L8 G8 $BASE $L_HAND
+	check_mutant L9 G8x $BASE $L_HAND
+	check_mutant L10 G8x $BASE $L_SETLIM1
+	check_mutant L11 G8x $BASE $L_SETLIM0
+	check_mutant L12 G8 $BASE $L_LOAD
 	if $full; then
 		check_model "limits: rollbacks, clock to 3" $BASE -DMAXCL1=1 -DMAXCL2=2 -DROLE1=1 -DROLE2=14
 		check_model "limits: 2 topics (topic 1 unlimited), every role" $BASE -DNT=2 -DMAXCL1=1
@@ -273,6 +290,10 @@ lane_parking() {
 	check_mutant M7 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
 	check_mutant M8 G3 $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
 	check_mutant M9 G3 $BASE -DNEXT_ROWS
+	check_mutant M10 G2b $BASE -DNEXT_ROWS
+	check_mutant M11 G7 $BASE -DNEXT_ROWS
+	check_mutant M12 G2a $BASE -DNEXT_ROWS
+	check_mutant M13 G2a $BASE -DNEXT_ROWS
 	check_finding F10 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2 -DFINDING_F10
 	check_finding F11 G2b $BASE -DNEXT_ROWS -DFINDING_F11
 	if $full; then
