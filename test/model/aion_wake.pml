@@ -885,8 +885,8 @@ end:	do
  * stale ones, settle under the set lock; again until a take finds nothing.
  *
  * claimer == 0: a plain round (aw_reoffer_round, the worker): the UPDATE
- * pulls the fence forward to now.  claimer != 0: a claiming round (issue
- * 17, aw_claim_spend(): r.claim set, slot_cap cap0, own_slots own0): the
+ * pulls the fence forward to now.  claimer != 0: a claiming round
+ * (aw_claim_spend(): r.claim set, slot_cap cap0, own_slots own0): the
  * same compare-and-set (visible_after = the fence it took, still ahead,
  * parked_at IS NOT NULL, SKIP LOCKED) moves the row straight from its
  * parked fence to a lease for claimer (aw_cas_plan(true): visible_after =
@@ -1606,8 +1606,8 @@ end:	do
  * aw_claim_wait, src/waiters.c).  It registers (queued), then repeats:
  * ResetLatch and aw_waiter_rearm() (queued again, not ready); the probe,
  * aw_claim_probe() -> aw_claim_once(): if the topic has work
- * (aw_set_topic_has_work: slots or due entries), aw_claim_spend() (issue
- * 17, the direct hand-off): claiming rounds of aw_reoffer_step() with
+ * (aw_set_topic_has_work: slots or due entries), aw_claim_spend() (the
+ * direct hand-off): claiming rounds of aw_reoffer_step() with
  * slot_cap = max_rows = 1, each taking the topic's due, then oldest
  * CONFIRMED entry under the set lock and moving its row straight from the
  * parked fence to a lease for this claimer in one compare-and-set UPDATE

@@ -22,7 +22,11 @@
  *   G8   at every moment, a limited topic has at most max_in_flight live
  *        leases, counted from the rows themselves: a lease is live from the
  *        claim's UPDATE until the commit of its settle, the rollback of the
- *        claim, or its end (monitor g8_limit);
+ *        claim, or its end; a lease settled by the transaction that holds
+ *        its successor does not count; the limit is the committed one
+ *        (aion_wake.limits), and a limit applied to a topic with more live
+ *        leases lets them drain, the bound coming down as they end
+ *        (monitor g8_limit);
  *   G8x  in a quiescent state (no transaction, probe or callback under
  *        way, nobody woken, nothing for the worker to do now) the set's
  *        books are exact: no reservation is left and its lease records are
@@ -48,10 +52,15 @@
  * waits; a waiting claim passes on only the wakes it received, 4d60e4c,
  * finding F9; the worker marks a topic ready before it reads its free
  * slots, a6347ee, finding F8; the worker counts the rows whose fence
- * passed since its last look, checked_upto).  Left out: pulses and the
- * slots they hand to claimers, the zero-gap hand-off (a claim in the
- * transaction that settled a lease of the topic), set_limit() changing a
- * limit, untracked leases, databases no worker serves.
+ * passed since its last look, checked_upto), and, with HAND, SETLIM and
+ * LOAD, what the fixed lease ledger and loading of limits must do: a
+ * settle is idempotent per (key, token) within a transaction; a re-take's
+ * rollback puts back the settled lease's record; set_limit() applies its
+ * transaction's last call alone and counts live leases with a snapshot
+ * taken after its exclusive topic lock; a load that fails is retried and
+ * the topic's claims take nothing meanwhile.  Left out: pulses and the
+ * slots they hand to claimers, untracked leases, databases no worker
+ * serves, set_limit() and claims or settles in one transaction.
  *
  * Options (spin -D...):
  *   NR=1|2|3      rows (default 2)
@@ -66,6 +75,20 @@
  *   LATE1         row 1 is enqueued with a delay: its fence is 1
  *   DEADLINE      a waiting claim may also end at its deadline
  *   PARK          settles may park (a fence PARKB ahead) too
+ *   HAND          (one topic) claimer 2 with R_HAND in its role (16) may
+ *                 also run the zero-gap hand-off: settle its lease, maybe
+ *                 settle it again (fail() or dead_letter() with the same
+ *                 token), claim(topic, 2) in the same transaction -- which
+ *                 may take the settled row again (a re-take) -- and commit
+ *                 or roll back
+ *   SETLIM        (one topic) an operator runs one set_limit()
+ *                 transaction: set_limit(t, NEWLIM) (default 1), or
+ *                 set_limit(t, NULL); set_limit(t, NEWLIM), READ COMMITTED
+ *                 or REPEATABLE READ; LIMIT=0 starts the topic unlimited
+ *   LOAD          (one topic) a restart: the set holds no limit, claimer 2
+ *                 holds a live lease taken before it, and the worker's
+ *                 load of the limits may fail (the topic table full) and
+ *                 is retried; claims of the topic take nothing meanwhile
  * Mutants, each must be rejected:
  *   MUTANT_L1     a settle's commit releases the row's lease record whatever
  *                 its token (no token check in aw_set_lease_release)
@@ -85,6 +108,18 @@
  *   MUTANT_F9     the code before 4d60e4c: a waiting claim that got a row
  *                 passes on the wakes of every ready topic it took no row
  *                 of, also those of a first probe, which it was never given
+ *   MUTANT_L8     (HAND) a lease settled twice in one transaction is named
+ *                 twice in the settled-leases list: its claim reserves two
+ *                 handed slots for one lease
+ *   MUTANT_L9     (HAND) a re-take's new lease record drops the settled
+ *                 lease's record as ended, and a rollback puts back nothing
+ *   MUTANT_L10    (SETLIM) the calls of one transaction are applied in
+ *                 turn: the removal drops the records, the new limit then
+ *                 applies to none
+ *   MUTANT_L11    (SETLIM) under REPEATABLE READ the live leases are
+ *                 counted with the transaction's snapshot
+ *   MUTANT_L12    (LOAD) a load that failed marks the limits loaded: the
+ *                 topic is not limited until the next restart
  *
  * Copyright (c) 2026, aion_wake authors
  */
