@@ -38,8 +38,9 @@
 # cores; together about 4 minutes and under 2 GB).
 # With --full also: two rows and a two-slot pulse (about 20 s, 700 MB);
 # settle-and-take over two rows, finding F12 and its fix without a
-# lease_token (about 70 s, 1 GB); five larger limits configurations
-# (several minutes, up to 1.5 GB each).
+# lease_token (about 70 s, 1 GB), F12's fix with a locked oldest park
+# (about 50 s, 1.2 GB); six larger limits configurations (several
+# minutes, up to 1.5 GB each).
 #
 # A failing check prints the shortest counterexample, condensed to its key
 # steps.  Prints "model: N passed, M failed" and exits non-zero unless every
@@ -253,6 +254,7 @@ lane_limits() {
 		check_model "limits: 2 claimers, 2 claims each, clock to 2" $BASE -DTMAX=2
 		check_model "limits: 2 claimers, limit 2" $BASE -DLIMIT=2 -DMAXCL1=1
 		check_model "limits: 3 claimers, clock to 2" $BASE -DNC=3 -DTMAX=2 -DMAXCL1=1 -DROLE1=1 -DROLE2=1 -DROLE3=6
+		check_model "limits: the hand-off, clock to 3" $BASE -DHAND -DMAXCL1=1 -DMAXCL2=2 -DROLE1=1 -DROLE2=30
 	fi
 }
 
@@ -300,7 +302,9 @@ lane_parking() {
 	check_mutant M8 G3 $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
 	check_mutant M9 G3 $BASE -DNEXT_ROWS
 	check_mutant M10 G2b $BASE -DNEXT_ROWS
-	check_mutant M11 G7 $BASE -DNEXT_ROWS
+	# a locked oldest park needs dispatcher 2's third call (park it, then
+	# lock it again); F12's fix keeps F12 out of that configuration
+	check_mutant M11 G7 $BASE -DNEXT_ROWS -DMAXOPS2=3 -DTMAX=1 -DFIX_F12
 	check_mutant M12 G2a $BASE -DNEXT_ROWS
 	check_mutant M13 G2a $BASE -DNEXT_ROWS
 	check_finding F10 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2 -DFINDING_F10
@@ -310,6 +314,7 @@ lane_parking() {
 		check_model "code, settle-and-take, 2 rows" $BASE -DNR=2 -DNEXT_ROWS -DNPULSE=1 -DMAXOPS1=2 -DMAXOPS2=2
 		check_finding F12 G2b $BASE -DNEXT_ROWS -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
 		check_model "code + F12's proposed fix, settle-and-take, no lease_token" $BASE -DNEXT_ROWS -DFIX_F12 -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
+		check_model "code + F12's proposed fix, settle-and-take, a locked oldest park" $BASE -DNEXT_ROWS -DMAXOPS2=3 -DTMAX=1 -DFIX_F12
 	fi
 }
 
