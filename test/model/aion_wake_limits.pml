@@ -272,12 +272,14 @@ bool tex = false;       /* held exclusively */
  * slots its hand-off claim reserved for settled leases (handed).  The
  * pair (aw_set_leases_open): pr_pred, pr_succ, the rows (+ 1) of the
  * settled lease and of the new lease that took its slot; while paired
- * they hold one slot.  rt_*: the record of the settled lease that the
+ * they hold one slot, and so do a handed reservation and its settled
+ * lease until the claim's lease opens (hding).  rt_*: the record of the settled lease that the
  * lease of a re-take of the same row replaced, kept to be put back if the
  * transaction rolls back.
  */
 byte st_n = 0;
 byte hd = 0;
+byte hding = 0;         /* handed reservations not yet leases: each shares its settled lease's slot */
 byte pr_pred = 0;
 byte pr_succ = 0;
 byte rt_row = 0;
@@ -285,7 +287,7 @@ byte rt_tok = 0;
 byte rt_end = 0;
 byte nl = 0;            /* the rows claimer 2's hand-off claim leased (a mask) */
 byte ntk[NR];           /* ... their tokens, until its transaction has ended */
-#define HANDOFFS(t)     ((pr_pred != 0) -> 1 : 0)
+#define HANDOFFS(t)     (((pr_pred != 0) -> 1 : 0) + hding)
 #else
 #define HANDOFFS(t)     0
 #endif
@@ -868,7 +870,7 @@ inline handoff()
 			:: v <= lim[0] && rec_tok[r] == s_tok[c] && pr_pred == 0 -> hd = st_n
 			:: else -> skip
 			fi;
-			rsvd[0] = rsvd[0] + hd;
+			rsvd[0] = rsvd[0] + hd; hding = hd;
 			used(0, v);
 			if
 			:: v < lim[0] -> allow = lim[0] - v;
@@ -952,7 +954,7 @@ inline handoff()
 			:: else -> skip
 			fi
 		}
-		i = 0; gotm = 0;
+		i = 0; gotm = 0; hding = 0;
 		/* reserved and not used: back (aw_set_unreserve; rule 3 below) */
 		rsvd[0] = rsvd[0] - ret;
 		hd = 0; allow = 0
@@ -1360,7 +1362,12 @@ end:	do
 				:: pr_pred == i + 1 || pr_succ == i + 1 ->
 					/* one lease of a hand-off pair: the other keeps the slot */
 					pr_pred = 0; pr_succ = 0
-				:: else ->
+				:: !(pr_pred == i + 1 || pr_succ == i + 1) && hding > 0 &&
+				   i == s_row[2] && rec_tok[i] == s_tok[2] ->
+					/* a handed reservation shared its slot: it holds one of its own now */
+					hding--; x0++
+				:: !(pr_pred == i + 1 || pr_succ == i + 1) &&
+				   !(hding > 0 && i == s_row[2] && rec_tok[i] == s_tok[2]) ->
 #endif
 				if
 				:: TOP(i) == 0 -> x0++
