@@ -87,7 +87,15 @@
  *                 slot is spent on the oldest confirmed park, claimed
  *                 straight from its fence: aw_claim_next with
  *                 spend_parked), and its fail() may carry next_rows => 1
- *                 (the same, after the fail in the same statement)
+ *                 (the same, after the fail in the same statement); a
+ *                 freed slot no take used goes to a visible row (there or
+ *                 not) or is a pulse of one slot at commit; the complete
+ *                 may also be next_rows => 0 (the slot is that pulse), or
+ *                 come in a REPEATABLE READ transaction whose snapshot was
+ *                 taken before (parks may commit in between); a rollback
+ *                 undoes the hand-off, and the entry of a row whose take
+ *                 used the settle's slot comes back CONFIRMED, without a
+ *                 slot (it takes a live credit, as any entry put back)
  *   FINDING_F10   the code before F10's fix: a park that confirms on a
  *                 topic that still holds pulse slots (a claiming round left
  *                 them on the counter) wakes no spender for them
@@ -120,6 +128,17 @@
  *                 have committed
  *   MUTANT_M9     a claiming round's UPDATE does not compare the parked
  *                 fence (nor parked_at, nor that the fence is ahead)
+ *   MUTANT_M10    (NEXT_ROWS) the hand-off's compare-and-set and SELECT
+ *                 read through a REPEATABLE READ snapshot: a park
+ *                 committed after it looks stale and its entry is dropped
+ *   MUTANT_M11    (NEXT_ROWS) a hand-off that moved nothing leases a
+ *                 visible row (or sends the pulse) even when its slot was
+ *                 kept by the entry of a locked oldest park: one slot, two
+ *                 rows (G7, g7_twice)
+ *   MUTANT_M12    (NEXT_ROWS) next_rows => 0 sends no pulse: the freed
+ *                 slot vanishes
+ *   MUTANT_M13    (NEXT_ROWS) a rolled-back hand-off puts the entry back
+ *                 DUE, holding the slot of the settle that never committed
  *
  * Copyright (c) 2026, aion_wake authors
  */
@@ -269,6 +288,35 @@ bool p_hand = false;    /* a committed pulse(): slots added, the hand-off not ye
 byte g_live = 0;        /* slots received, not yet spent on a moved row or expired */
 byte pulses = 0;
 
+#ifdef NEXT_ROWS
+/*
+ * Dispatcher 1's settle-and-take: the slot its settle frees (its "own"
+ * slot) is spent once -- by a take of its claiming round (it is then a
+ * live slot: on the entry, back on the counter, or spent on the row it
+ * moved), or on a visible row the claim leases, or, when the claim takes
+ * nothing, as a pulse of one slot at commit.  g7_twice: one freed slot
+ * brought back two rows (G7).
+ */
+byte d_own = 0;         /* the row (+ 1) whose take used the own slot */
+bool d_vis = false;     /* a visible row was leased with it */
+bool d_pulse = false;   /* the commit sends a pulse of one slot (the code) */
+bool d_owed = false;    /* ghost: the freed slot is owed as that pulse */
+bool g7_twice = false;
+#define d_spent (d_own != 0 || d_vis)
+/*
+ * d_rr: dispatcher 1's transaction is REPEATABLE READ and took its
+ * snapshot before the settle-and-take.  With MUTANT_M10 the hand-off's
+ * compare-and-set and SELECT read through that snapshot (s_*: each row's
+ * committed state when it was taken).
+ */
+bool d_rr = false;
+#ifdef MUTANT_M10
+byte s_ver[NR];
+byte s_ft[NR];
+bool s_parked[NR];
+#endif
+#endif
+
 #define committed(r, v)   ((c_mask[r] & (1 << (v))) != 0)
 #define credit_live       (credit > 0 && now < credit_until)
 /* aw_entry_holds_slot() */
@@ -285,12 +333,18 @@ byte pulses = 0;
 #define TK_REFS(r, a, x) TK_REF1(0, r, a, x)
 #endif
 
+#if defined(NEXT_ROWS) && defined(MUTANT_M10)
+#define SNAP_REF(r, v) (d_rr && v == s_ver[r])
+#else
+#define SNAP_REF(r, v) false
+#endif
+
 /* is version v of row r referred to by anything? */
 #define ver_used(r, v) \
 	(v == c_ver[r] || (lockr[r] != 0 && v == u_ver[r]) || \
 	 (e_state[r] != NONE && v == e_ver[r]) || TK_REFS(r, tk_ver, v) || \
 	 (busy[1] && d_row[1] == r && d_sv_valid[1] && v == d_sv_ver[1]) || \
-	 (busy[2] && d_row[2] == r && d_sv_valid[2] && v == d_sv_ver[2]))
+	 (busy[2] && d_row[2] == r && d_sv_valid[2] && v == d_sv_ver[2]) || SNAP_REF(r, v))
 #define gen_used(r, g) \
 	((e_state[r] != NONE && g == e_gen[r]) || TK_REFS(r, tk_gen, g) || \
 	 (busy[1] && d_row[1] == r && (g == d_gen[1] || g == d_fgen[1])) || \
@@ -671,6 +725,17 @@ inline take_one(t, who, r)
 #define SETTLED_BY(r, tx) false
 #endif
 
+/* the own slots are used first: a take with u < o uses one */
+#ifdef NEXT_ROWS
+#define OWN_TAKE(t, i) \
+	if \
+	:: t == TD && u < o -> d_own = i + 1 \
+	:: else -> skip \
+	fi
+#else
+#define OWN_TAKE(t, i) skip
+#endif
+
 inline take_topic(t, who, cap, own, own_tx)
 {
 	n = 0;
@@ -710,7 +775,9 @@ inline take_topic(t, who, cap, own, own_tx)
 		:: e_state[i] == CONFIRMED && !skipped(i) && !SETTLED_BY(i, own_tx) ->
 			if
 			:: e_ft[i] <= now -> entry_remove(i, false)    /* fence passed: no slot needed */
-			:: else -> take_one(t, who, i); u++
+			:: else ->
+				OWN_TAKE(t, i);
+				take_one(t, who, i); u++
 			fi
 #ifdef MUTANT_M8
 		:: cap != 0 && e_state[i] == PENDING ->
@@ -818,8 +885,8 @@ end:	do
  * stale ones, settle under the set lock; again until a take finds nothing.
  *
  * claimer == 0: a plain round (aw_reoffer_round, the worker): the UPDATE
- * pulls the fence forward to now.  claimer != 0: a claiming round (issue
- * 17, aw_claim_spend(): r.claim set, slot_cap cap0, own_slots own0): the
+ * pulls the fence forward to now.  claimer != 0: a claiming round
+ * (aw_claim_spend(): r.claim set, slot_cap cap0, own_slots own0): the
  * same compare-and-set (visible_after = the fence it took, still ahead,
  * parked_at IS NOT NULL, SKIP LOCKED) moves the row straight from its
  * parked fence to a lease for claimer (aw_cas_plan(true): visible_after =
@@ -831,6 +898,21 @@ end:	do
  * wrote earlier (fail() with next_rows) is seen as that write: no longer
  * parked at its fence, so stale.
  */
+/*
+ * The hand-off's compare-and-set and SELECT judge a row by its latest
+ * committed state, whatever the caller's isolation level.  MUTANT_M10 (the
+ * code before that fix): under REPEATABLE READ they read through the
+ * transaction's snapshot, so a park committed after it looks stale (the
+ * UPDATE matches only a row both the snapshot and the latest version show
+ * parked at the fence: otherwise PostgreSQL raises a serialization error).
+ */
+#if defined(NEXT_ROWS) && defined(MUTANT_M10)
+#define SNAP_SEES(t, i) \
+	(t != TD || !d_rr || (s_ver[i] == tk_ver[TK(t, i)] && s_parked[i] && s_ft[i] > now))
+#else
+#define SNAP_SEES(t, i) true
+#endif
+
 inline reoffer_round(t, holder, who, onlist, claimer, cap0, own0)
 {
 	rc = cap0; ro = own0;
@@ -863,7 +945,8 @@ inline reoffer_round(t, holder, who, onlist, claimer, cap0, own0)
 				   (claimer != 0 || (c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now)) ->
 					/* M9: the claiming UPDATE does not compare the parked fence */
 #else
-				:: tk_valid[TK(t, i)] && lockr[i] == 0 && c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now ->
+				:: tk_valid[TK(t, i)] && lockr[i] == 0 && c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now &&
+				   SNAP_SEES(t, i) ->
 #endif
 					printf("MSC: %c CAS row %d: moves v%d (it took v%d; 0 to now, else a lease for %d)\n",
 					       who, i, c_ver[i], tk_ver[TK(t, i)], claimer);
@@ -889,7 +972,8 @@ inline reoffer_round(t, holder, who, onlist, claimer, cap0, own0)
 				if
 				:: tk_valid[TK(t, i)] && tk_out[TK(t, i)] == O_NONE ->
 					if
-					:: lockr[i] != holder && c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now ->
+					:: lockr[i] != holder && c_ver[i] == tk_ver[TK(t, i)] && c_parked[i] && c_ft[i] > now &&
+					   SNAP_SEES(t, i) ->
 						tk_out[TK(t, i)] = O_LOCKED
 					:: else -> tk_out[TK(t, i)] = O_STALE
 					fi
@@ -972,8 +1056,9 @@ inline commit_round(holder, who)
  * ROLLBACK of a transaction whose claiming rounds moved rows (mv): the rows
  * stay parked at the fence the round took, their locks released; then the
  * ABORT callback, aw_set_undo_take() (src/xact.c), enters each moved row's
- * entry again, DUE and holding a slot, unless the key has an entry (a newer
- * park).  One step here: between the two nothing can take the row (it has
+ * entry again, unless the key has an entry (a newer park): DUE and holding
+ * a slot when its take used a pulse slot, CONFIRMED without one when it
+ * used the slot of the settle that rolled back.  One step here: between the two nothing can take the row (it has
  * no entry), and a park or claim of it in between ends as it does after.
  */
 inline undo_round(holder, who)
@@ -1004,8 +1089,39 @@ inline undo_round(holder, who)
 #if NR == 2
 				new_seq(i, c_pat[i]);
 #endif
-				g_live++; in_work = true; WAKE_WORKER;
-				printf("MSC: %c set: undo the take of row %d: entry due (holds a slot)\n", who, i)
+				if
+				:: d_own == i + 1 ->
+#ifndef MUTANT_M13
+					/*
+					 * the take used the slot of a settle that rolled back:
+					 * that slot never existed, the entry comes back
+					 * CONFIRMED without one; like any entry put back, it
+					 * takes a live credit (a pulse that found it in flight
+					 * left one)
+					 */
+					e_state[i] = CONFIRMED;
+					if
+					:: credit_live ->
+						credit--;
+						if
+						:: credit == 0 -> credit_until = 0
+						:: else -> skip
+						fi;
+						e_state[i] = DUE; in_work = true; WAKE_WORKER;
+						printf("MSC: %c set: undo the take of row %d: entry back, takes a credit: due\n", who, i)
+					:: else ->
+						printf("MSC: %c set: undo the take of row %d: entry back, confirmed (the slot of the rolled-back settle did not exist)\n", who, i)
+					fi
+#else
+					/* M13 (the code before): it comes back DUE, holding the slot */
+					in_work = true; WAKE_WORKER;
+					printf("MSC: %c set: undo the take of row %d: entry due, holds the settle's slot (M13)\n", who, i)
+#endif
+				:: else ->
+					/* a pulse slot (of a due entry or the counter): it is spent again */
+					g_live++; in_work = true; WAKE_WORKER;
+					printf("MSC: %c set: undo the take of row %d: entry due (holds a slot)\n", who, i)
+				fi
 			:: else -> skip
 			fi
 		:: else -> skip
@@ -1013,6 +1129,98 @@ inline undo_round(holder, who)
 	}
 	i = 0; mv = 0
 }
+
+#ifdef NEXT_ROWS
+/*
+ * After the settle-and-take's claiming round (round: next_rows => 1; not
+ * with next_rows => 0): a freed slot that no take used, when the claim
+ * moved nothing, goes to the oldest visible row of the topic (a row
+ * outside the model, there or not), else it is a pulse of one slot at
+ * commit (aw_claim_next).  A take that used it keeps it (the entry of a
+ * locked row holds it, DUE; a stale one gave it back to the counter): it
+ * is spent once.
+ *
+ * MUTANT_M11 (the code before): a claim that moved nothing takes the
+ * visible row, or sends the pulse, whether or not a take kept the slot.
+ * MUTANT_M12 (the code before): next_rows => 0 sends no pulse.
+ */
+inline own_rest(round)
+{
+	if
+	:: atomic {
+#ifndef MUTANT_M11
+		round && !d_spent && mv == 0 ->
+#else
+		round && mv == 0 ->
+		g7_twice = d_spent;
+		printf("MSC: D1 ... leases a visible row with its freed slot (M11: taken %d)\n", d_spent);
+		assert(!g7_twice);
+#endif
+		d_vis = true;
+		printf("MSC: D1 ... leases a visible row with its freed slot\n")
+	   }
+	:: d_step {
+		!d_spent && mv == 0 ->
+		d_owed = true;
+#ifdef MUTANT_M12
+		d_pulse = round;
+		printf("MSC: D1 ... took nothing: a pulse of one slot at commit %d (M12: not with next_rows => 0)\n", round)
+#else
+		d_pulse = true;
+		printf("MSC: D1 ... took nothing: a pulse of one slot at commit\n")
+#endif
+	   }
+#ifdef MUTANT_M11
+	:: d_step {
+		mv == 0 && d_spent -> d_pulse = true;
+		printf("MSC: D1 ... took nothing: a pulse of one slot at commit (M11: its slot was kept by a take)\n")
+	   }
+#endif
+	:: d_step { d_spent || mv != 0 -> skip }
+	fi
+}
+
+/*
+ * At COMMIT of the settle-and-take: the freed slot owed as a pulse is a
+ * live slot (the ghost), and the pulse puts it on the counter
+ */
+inline commit_pulse()
+{
+	if
+	:: d_owed -> g_live++
+	:: else -> skip
+	fi;
+	if
+	:: d_pulse ->
+		/* G7: a pulse for a freed slot a take or a visible row already used */
+		g7_twice = !d_owed;
+		assert(!g7_twice);
+		slots++; in_work = true; WAKE_WORKER;
+		printf("MSC: D1 COMMIT: a pulse of one slot\n")
+	:: else -> skip
+	fi
+}
+
+#ifdef MUTANT_M10
+#define SNAP_TAKE \
+	for (i : 0 .. NR - 1) { s_ver[i] = c_ver[i]; s_ft[i] = c_ft[i]; s_parked[i] = c_parked[i] } \
+	i = 0
+#define SNAP_CLEAR \
+	for (i : 0 .. NR - 1) { s_ver[i] = 0; s_ft[i] = 0; s_parked[i] = false } \
+	i = 0
+#else
+#define SNAP_TAKE  skip
+#define SNAP_CLEAR skip
+#endif
+
+/* the end of dispatcher 1's settle-and-take transaction */
+inline d_end()
+{
+	d_own = 0; d_vis = false; d_pulse = false; d_owed = false; d_rr = false;
+	SNAP_CLEAR
+}
+
+#endif
 
 #if NR == 2
 #define pick_row(cond) \
@@ -1196,7 +1404,8 @@ end:	do
 			if
 			:: d == 1 ->
 				printf("MSC: D%d ... with next_rows => 1: its freed slot\n", d);
-				reoffer_round(TD, d, 'D', true, d, 1, 1)
+				reoffer_round(TD, d, 'D', true, d, 1, 1);
+				own_rest(true)
 			:: true -> skip
 			fi;
 #endif
@@ -1205,7 +1414,9 @@ end:	do
 				printf("MSC: D%d COMMIT fail: row %d at v%d\n", d, r, u_ver[r]);
 				commit_row(r);
 #ifdef NEXT_ROWS
+				commit_pulse();
 				commit_round(d, 'D');
+				d_end();
 #endif
 				skip
 			   };
@@ -1218,6 +1429,7 @@ end:	do
 				release_row(r);
 #ifdef NEXT_ROWS
 				undo_round(d, 'D');
+				d_end();
 #endif
 				d_fgen[d] = 0; d_row[d] = 0; busy[d] = false; r = 0
 			   }
@@ -1234,20 +1446,45 @@ end:	do
 			 * pulse of one slot at commit (left out: a slot fewer only
 			 * makes a stranded row easier to find)
 			 */
-			d_step {
+			if
+			:: d_step {
 				ops++; busy[d] = true;
 				printf("MSC: D%d complete(another row, next_rows => 1): its freed slot\n", d)
-			};
-			reoffer_round(TD, d, 'D', true, d, 1, 1);
+			   };
+				reoffer_round(TD, d, 'D', true, d, 1, 1);
+				own_rest(true)
+			:: d_step {
+				/*
+				 * BEGIN ISOLATION LEVEL REPEATABLE READ and a first
+				 * statement: the transaction's snapshot; the settle comes
+				 * later, in a step of its own
+				 */
+				ops++; busy[d] = true; d_rr = true;
+				SNAP_TAKE;
+				printf("MSC: D%d BEGIN REPEATABLE READ: snapshot\n", d)
+			   };
+				d_step { printf("MSC: D%d complete(another row, next_rows => 1), under REPEATABLE READ\n", d) };
+				reoffer_round(TD, d, 'D', true, d, 1, 1);
+				own_rest(true)
+			:: d_step {
+				/* next_rows => 0: no row wanted, the freed slot is a pulse */
+				ops++; busy[d] = true;
+				printf("MSC: D%d complete(another row, next_rows => 0): its freed slot\n", d)
+			   };
+				own_rest(false)
+			fi;
 			if
 			:: d_step {
 				printf("MSC: D%d COMMIT complete\n", d);
+				commit_pulse();
 				commit_round(d, 'D');
+				d_end();
 				busy[d] = false
 			   }
 			:: d_step {
 				printf("MSC: D%d ROLLBACK complete\n", d);
 				undo_round(d, 'D');
+				d_end();
 				busy[d] = false
 			   }
 			fi
@@ -1369,8 +1606,8 @@ end:	do
  * aw_claim_wait, src/waiters.c).  It registers (queued), then repeats:
  * ResetLatch and aw_waiter_rearm() (queued again, not ready); the probe,
  * aw_claim_probe() -> aw_claim_once(): if the topic has work
- * (aw_set_topic_has_work: slots or due entries), aw_claim_spend() (issue
- * 17, the direct hand-off): claiming rounds of aw_reoffer_step() with
+ * (aw_set_topic_has_work: slots or due entries), aw_claim_spend() (the
+ * direct hand-off): claiming rounds of aw_reoffer_step() with
  * slot_cap = max_rows = 1, each taking the topic's due, then oldest
  * CONFIRMED entry under the set lock and moving its row straight from the
  * parked fence to a lease for this claimer in one compare-and-set UPDATE

@@ -22,7 +22,11 @@
  *   G8   at every moment, a limited topic has at most max_in_flight live
  *        leases, counted from the rows themselves: a lease is live from the
  *        claim's UPDATE until the commit of its settle, the rollback of the
- *        claim, or its end (monitor g8_limit);
+ *        claim, or its end; a lease settled by the transaction that holds
+ *        its successor does not count; the limit is the committed one
+ *        (aion_wake.limits), and a limit applied to a topic with more live
+ *        leases lets them drain, the bound coming down as they end
+ *        (monitor g8_limit);
  *   G8x  in a quiescent state (no transaction, probe or callback under
  *        way, nobody woken, nothing for the worker to do now) the set's
  *        books are exact: no reservation is left and its lease records are
@@ -48,10 +52,15 @@
  * waits; a waiting claim passes on only the wakes it received, 4d60e4c,
  * finding F9; the worker marks a topic ready before it reads its free
  * slots, a6347ee, finding F8; the worker counts the rows whose fence
- * passed since its last look, checked_upto).  Left out: pulses and the
- * slots they hand to claimers, the zero-gap hand-off (a claim in the
- * transaction that settled a lease of the topic), set_limit() changing a
- * limit, untracked leases, databases no worker serves.
+ * passed since its last look, checked_upto), and, with HAND, SETLIM and
+ * LOAD, what the fixed lease ledger and loading of limits must do: a
+ * settle is idempotent per (key, token) within a transaction; a re-take's
+ * rollback puts back the settled lease's record; set_limit() applies its
+ * transaction's last call alone and counts live leases with a snapshot
+ * taken after its exclusive topic lock; a load that fails is retried and
+ * the topic's claims take nothing meanwhile.  Left out: pulses and the
+ * slots they hand to claimers, untracked leases, databases no worker
+ * serves, set_limit() and claims or settles in one transaction.
  *
  * Options (spin -D...):
  *   NR=1|2|3      rows (default 2)
@@ -66,6 +75,20 @@
  *   LATE1         row 1 is enqueued with a delay: its fence is 1
  *   DEADLINE      a waiting claim may also end at its deadline
  *   PARK          settles may park (a fence PARKB ahead) too
+ *   HAND          (one topic) claimer 2 with R_HAND in its role (16) may
+ *                 also run the zero-gap hand-off: settle its lease, maybe
+ *                 settle it again (fail() or dead_letter() with the same
+ *                 token), claim(topic, 2) in the same transaction -- which
+ *                 may take the settled row again (a re-take) -- and commit
+ *                 or roll back
+ *   SETLIM        (one topic) an operator runs one set_limit()
+ *                 transaction: set_limit(t, NEWLIM) (default 1), or
+ *                 set_limit(t, NULL); set_limit(t, NEWLIM), READ COMMITTED
+ *                 or REPEATABLE READ; LIMIT=0 starts the topic unlimited
+ *   LOAD          (one topic) a restart: the set holds no limit, claimer 2
+ *                 holds a live lease taken before it, and the worker's
+ *                 load of the limits may fail (the topic table full) and
+ *                 is retried; claims of the topic take nothing meanwhile
  * Mutants, each must be rejected:
  *   MUTANT_L1     a settle's commit releases the row's lease record whatever
  *                 its token (no token check in aw_set_lease_release)
@@ -85,6 +108,18 @@
  *   MUTANT_F9     the code before 4d60e4c: a waiting claim that got a row
  *                 passes on the wakes of every ready topic it took no row
  *                 of, also those of a first probe, which it was never given
+ *   MUTANT_L8     (HAND) a lease settled twice in one transaction is named
+ *                 twice in the settled-leases list: its claim reserves two
+ *                 handed slots for one lease
+ *   MUTANT_L9     (HAND) a re-take's new lease record drops the settled
+ *                 lease's record as ended, and a rollback puts back nothing
+ *   MUTANT_L10    (SETLIM) the calls of one transaction are applied in
+ *                 turn: the removal drops the records, the new limit then
+ *                 applies to none
+ *   MUTANT_L11    (SETLIM) under REPEATABLE READ the live leases are
+ *                 counted with the transaction's snapshot
+ *   MUTANT_L12    (LOAD) a load that failed marks the limits loaded: the
+ *                 topic is not limited until the next restart
  *
  * Copyright (c) 2026, aion_wake authors
  */
@@ -134,6 +169,7 @@
 #define R_NOWAIT   2    /* claim() without waiting */
 #define R_SETTLE   4    /* complete(), fail(), park() what it claimed (else it lets leases expire) */
 #define R_RB       8    /* roll back claims and settles too */
+#define R_HAND     16   /* (HAND, claimer 2) the zero-gap hand-off: settle, maybe again, then claim(t, 2), in one transaction */
 #define R_ALL      15
 #ifndef ROLE1
 #define ROLE1      R_ALL
@@ -197,6 +233,75 @@ byte rg_win[4];         /* topics whose ready_gen it read and will compare */
 byte rg_zero[4];        /* ... read as 0 (nobody waits on the topic) */
 byte rg_dirty[4];       /* ... changed since */
 
+/*
+ * ---- the durable limit and G8's bound ----
+ * dlim: max_in_flight as committed in aion_wake.limits (0: none), what G8
+ * is about; lim (above) is the set's copy, which claims obey.  gcap: the
+ * bound G8 checks, dlim, except that a limit applied to a topic with more
+ * live leases lets them drain: gcap is then their number, and it comes
+ * down as they end (lowered to max(dlim, live) at each grant).
+ */
+byte dlim[NT];
+byte gcap[NT];
+
+#if defined(HAND) || defined(SETLIM) || defined(LOAD)
+/*
+ * ---- the topic lock (one topic) ----
+ * claims and settles hold it in share mode until their transaction ends
+ * (a probe that found nothing: its subtransaction); set_limit() and the
+ * load of limits take it exclusively
+ */
+bool tsh[4];            /* claimer k holds it in share mode */
+bool tex = false;       /* held exclusively */
+#define TL_FREE         (!tex)
+#define TSH_ON          tsh[c] = true
+#define TSH_OFF         tsh[c] = false
+#define NO_SHARERS      (!tsh[1] && !tsh[2] && !tsh[3])
+#else
+#define TL_FREE         true
+#define TSH_ON          skip
+#define TSH_OFF         skip
+#endif
+
+#ifdef HAND
+/*
+ * ---- the zero-gap hand-off (claimer 2 only) ----
+ * st_n: how often the settled-leases list names the lease claimer 2's
+ * open transaction settled (s_row, s_tok): once, as settle is idempotent
+ * per (key, token) within a transaction (twice with MUTANT_L8).  hd: the
+ * slots its hand-off claim reserved for settled leases (handed).  The
+ * pair (aw_set_leases_open): pr_pred, pr_succ, the rows (+ 1) of the
+ * settled lease and of the new lease that took its slot; while paired
+ * they hold one slot, and so do a handed reservation and its settled
+ * lease until the claim's lease opens (hding).  rt_*: the record of the settled lease that the
+ * lease of a re-take of the same row replaced, kept to be put back if the
+ * transaction rolls back.
+ */
+byte st_n = 0;
+byte hd = 0;
+byte hding = 0;         /* handed reservations not yet leases: each shares its settled lease's slot */
+byte pr_pred = 0;
+byte pr_succ = 0;
+byte rt_row = 0;
+byte rt_tok = 0;
+byte rt_end = 0;
+byte nl = 0;            /* the rows claimer 2's hand-off claim leased (a mask) */
+byte ntk[NR];           /* ... their tokens, until its transaction has ended */
+#define HANDOFFS(t)     (((pr_pred != 0) -> 1 : 0) + hding)
+#else
+#define HANDOFFS(t)     0
+#endif
+
+#ifdef SETLIM
+bool op_busy = false;   /* the operator's set_limit() transaction is open */
+#endif
+#ifdef LOAD
+bool loaded = false;    /* this database's limits are in the set */
+#define UNLOADED(t)     (!loaded && dlim[t] > 0)
+#else
+#define UNLOADED(t)     false
+#endif
+
 /* ---- the worker ---- */
 bool w_busy = false;    /* in a look at fences or an expiry */
 byte w_lt = 0;          /* the topic it looks at + 1 (its hint window is open) */
@@ -224,11 +329,32 @@ bool g9_spurious = false;   /* a claimer passed on a wake it was never given */
 #define LIVE_ROW(r)     ((lockr[r] != 0 && u_claim[r] && u_lu[r] > now) || (c_ex[r] && c_lu[r] > now))
 #define LIVE_IN(r, t)   (TOP(r) == t && LIVE_ROW(r))
 #define LIVE(t)         SUM_ROW(LIVE_IN, t)
+/*
+ * G8's count: a lease settled by a transaction that holds its successor
+ * does not count as live (the two share one slot).  Claimer 2's hand-off
+ * settled one lease (s_row, still live, its row's write a settle) and
+ * holds n new leases: max(1, n) slots, not 1 + n.
+ */
+#ifdef HAND
+#define NEWL_IN(r, t)   (TOP(r) == t && lockr[r] == 2 && u_claim[r] && u_lu[r] > now)
+#define SUCC_PAIRED(t)  (s_tok[2] != 0 && TOP(s_row[2]) == t && lockr[s_row[2]] == 2 && \
+                         !u_claim[s_row[2]] && c_ex[s_row[2]] && c_lu[s_row[2]] > now && \
+                         SUM_ROW(NEWL_IN, t) > 0)
+#define GLIVE(t)        (LIVE(t) - (SUCC_PAIRED(t) -> 1 : 0))
+#else
+#define GLIVE(t)        LIVE(t)
+#endif
 #define REC_IN(r, t)    (TOP(r) == t && rec_tok[r] != 0)
 #define NREC(t)         SUM_ROW(REC_IN, t)
 #define EXPIRABLE(r)    (rec_tok[r] != 0 && rec_end[r] <= now)
 #define CLAIMABLE_IN(r, t) (TOP(r) == t && c_ex[r] && c_ft[r] <= now && lockr[r] == 0)
 #define CLAIMABLE(t)    (SUM_ROW(CLAIMABLE_IN, t) > 0)
+
+#ifdef HAND
+#define RT_USED(r, v)   ((rt_row == r + 1 && v == rt_tok) || ((nl & B(r)) && v == ntk[r]))
+#else
+#define RT_USED(r, v)   false
+#endif
 
 /* is token v of row r referred to by anything? */
 #define TOK_USED(r, v) \
@@ -238,7 +364,7 @@ bool g9_spurious = false;   /* a claimer passed on a wake it was never given */
 	 (cl_row[1] == r && v == cl_tok[1]) || (cl_row[2] == r && v == cl_tok[2]) || \
 	 (cl_row[3] == r && v == cl_tok[3]) || \
 	 (s_row[1] == r && v == s_tok[1]) || (s_row[2] == r && v == s_tok[2]) || \
-	 (s_row[3] == r && v == s_tok[3]))
+	 (s_row[3] == r && v == s_tok[3]) || RT_USED(r, v))
 
 /* a fresh lease_token for row r, in v: the smallest one nothing refers to */
 inline new_tok(r, v)
@@ -250,10 +376,24 @@ inline new_tok(r, v)
 	od
 }
 
+/*
+ * A grant of topic t: a limit applied over more live leases lets them
+ * drain, and G8's bound comes down with them, never below the limit
+ */
+#ifdef SETLIM
+#define GCAP_GRANT(t) \
+	if \
+	:: dlim[t] > 0 && gcap[t] > dlim[t] -> gcap[t] = (GLIVE(t) > dlim[t] -> GLIVE(t) : dlim[t]) \
+	:: else -> skip \
+	fi
+#else
+#define GCAP_GRANT(t) skip
+#endif
+
 /* slots of limited topic t in use (aw_topic_used), in v */
 inline used(t, v)
 {
-	v = rsvd[t] + NREC(t)
+	v = rsvd[t] + NREC(t) - HANDOFFS(t)
 }
 
 /* ------------------------------------------------------------------
@@ -363,7 +503,7 @@ inline drop_entry(t)
  */
 #define SLEEP_IF(zz) \
 	if \
-	:: zz && got == 0 -> w_sleep[c] = true; busy[c] = false; printf("MSC: C%d sleeps\n", c) \
+	:: zz && got == 0 -> w_sleep[c] = true; busy[c] = false; TSH_OFF; printf("MSC: C%d sleeps\n", c) \
 	:: else -> skip \
 	fi
 
@@ -381,6 +521,9 @@ inline claim_once(mask, zz)
 	 * claim wake one more claimer when it gives its reservation back.
 	 */
 	d_step {
+		/* aw_lock_topic(AccessShareLock): waits while set_limit() or a load holds it */
+		TL_FREE ->
+		TSH_ON;
 		cnow = now;
 		opn = 0;
 		for (t : 0 .. NT - 1) {
@@ -402,7 +545,8 @@ inline claim_once(mask, zz)
 				:: else -> skip
 				fi;
 				v = 0
-			:: (mask & B(t)) && lim[t] == 0 -> opn = opn | B(t)
+			/* a limited topic whose limit is not loaded yet gives nothing (fail closed) */
+			:: (mask & B(t)) && lim[t] == 0 && !UNLOADED(t) -> opn = opn | B(t)
 			:: else -> skip
 			fi
 		}
@@ -456,6 +600,7 @@ inline claim_once(mask, zz)
 			:: got != 0 ->
 				r = got - 1;
 				gotm = B(TOP(r));
+				GCAP_GRANT(TOP(r));
 				new_tok(r, v);
 				u_claim[r] = true; u_ft[r] = cnow + LEASE; u_lu[r] = cnow + LEASE; u_tok[r] = v;
 				cl_row[c] = r; cl_tok[c] = v; fen = cnow + LEASE;
@@ -599,7 +744,7 @@ inline claim_commit()
 		t = 0; xm = 0;
 		h_row[c] = cl_row[c]; h_tok[c] = cl_tok[c];
 		cl_row[c] = 0; cl_tok[c] = 0; fen = 0;
-		busy[c] = false
+		busy[c] = false; TSH_OFF
 	}
 }
 
@@ -644,9 +789,318 @@ inline claim_rollback()
 		}
 		t = 0; xm = 0;
 		cl_row[c] = 0; cl_tok[c] = 0; fen = 0;
-		busy[c] = false
+		busy[c] = false; TSH_OFF
 	}
 }
+
+
+#ifdef HAND
+/*
+ * The zero-gap hand-off, by claimer 2 (src/outbox.c, src/claim.c,
+ * src/xact.c): BEGIN; complete(), fail() or park() of its lease; maybe a
+ * second settle of the same lease (fail() again, or dead_letter(): the
+ * token still matches, the transaction's own write keeps it); then
+ * claim(topic, 2) (or next_rows => 2); COMMIT or ROLLBACK.  The claim
+ * first reserves a slot for the settled lease (aw_set_reserve_handed:
+ * its record still there, not handed yet, the topic not over its limit),
+ * then the free ones for the rest (aw_set_reserve); it may take the
+ * settled row itself again (a re-take: the transaction's own write made
+ * it visible).  Its first new lease is paired with the settled one (they
+ * hold one slot until both are over), unless it is the re-take of that
+ * row, whose new record replaces the settled one's: that one is kept
+ * (rt_*) and put back if the transaction rolls back.
+ *
+ * MUTANT_L8 (the code before): the settled-leases list names the lease
+ * once per settle, so the second settle makes the claim reserve a second
+ * handed slot.  MUTANT_L9 (the code before): the re-take's record drops
+ * the settled one as an ended lease, and the rollback puts back nothing.
+ */
+inline handoff()
+{
+	atomic {
+		c == 2 && (role & R_HAND) &&
+		ncl < maxcl && h_tok[c] != 0 && lockr[h_row[c]] == 0 && c_ex[h_row[c]] &&
+		c_tok[h_row[c]] == h_tok[c] && TL_FREE ->
+		ncl++; busy[c] = true; TSH_ON;
+		r = h_row[c];
+		s_row[c] = r; s_tok[c] = c_tok[r]; sold = c_ft[r]; snow = now;
+		lockr[r] = c; u_claim[r] = false; u_tok[r] = c_tok[r];
+		if
+		:: kind = K_COMPLETE; u_ex[r] = false; u_ft[r] = 0; u_lu[r] = 0
+		:: kind = K_FAIL0; u_ex[r] = true; u_ft[r] = now; u_lu[r] = 0
+		:: kind = K_FAIL1; u_ex[r] = true; u_ft[r] = now + 1; u_lu[r] = 0
+		fi;
+		st_n = 1;
+		printf("MSC: C%d BEGIN; settle row %d (%d: 1 complete, 2 fail now, 3 fail +1), its fence was %d\n", c, r, kind, sold)
+	};
+	if
+	:: atomic {
+		/* the same lease settled again in the transaction: fail() again or dead_letter() */
+		u_ex[r] ->
+		if
+		:: kind = K_COMPLETE; u_ex[r] = false; u_ft[r] = 0; u_lu[r] = 0
+		:: kind = K_FAIL0; u_ft[r] = now; u_lu[r] = 0
+		fi;
+#ifdef MUTANT_L8
+		st_n = 2;
+		printf("MSC: C%d settles row %d again (%d): the settled list names it twice (L8)\n", c, r, kind)
+#else
+		/* idempotent per (key, token): the list names the lease once */
+		printf("MSC: C%d settles row %d again (%d): already in the settled list\n", c, r, kind)
+#endif
+	   }
+	:: skip
+	fi;
+	d_step {
+		/*
+		 * claim(topic, 2) (the topic lock is held since the settle):
+		 * aw_waiters_ready_gen(), aw_set_reserve_handed(), aw_set_reserve()
+		 */
+		cnow = now;
+		rg_win[c] = 1; rg_dirty[c] = 0;
+		if
+		:: REG_ON(0) -> rg_zero[c] = 0
+		:: else -> rg_zero[c] = 1
+		fi;
+		hd = 0; allow = 0;
+		if
+		:: lim[0] > 0 ->
+			used(0, v);
+			if
+			:: v <= lim[0] && rec_tok[r] == s_tok[c] && pr_pred == 0 -> hd = st_n
+			:: else -> skip
+			fi;
+			rsvd[0] = rsvd[0] + hd; hding = hd;
+			used(0, v);
+			if
+			:: v < lim[0] -> allow = lim[0] - v;
+				if
+				:: allow > 2 - hd -> allow = 2 - hd
+				:: else -> skip
+				fi
+			:: else -> skip
+			fi;
+			rsvd[0] = rsvd[0] + allow;
+			allow = allow + hd;
+			ret = allow;        /* reserved, to be used or given back */
+			v = 0
+		:: lim[0] == 0 && !UNLOADED(0) -> allow = 2
+		:: else -> skip
+		fi;
+		printf("MSC: C%d claim(t, 2): %d handed, may take %d (reserved %d)\n", c, hd, allow, rsvd[0])
+	};
+	d_step {
+		/* the claim statement: up to allow visible rows, oldest fence first; its own write is visible to it */
+		nl = 0;
+		do
+		:: allow > 0 ->
+			v = NR;
+			for (i : 0 .. NR - 1) {
+				if
+				:: (nl & B(i)) == 0 &&
+				   ((lockr[i] == 0 && c_ex[i] && c_ft[i] <= cnow) ||
+				    (lockr[i] == c && !u_claim[i] && u_ex[i] && u_ft[i] <= cnow)) &&
+				   (v == NR || (lockr[i] == c -> u_ft[i] : c_ft[i]) < (lockr[v] == c -> u_ft[v] : c_ft[v])) -> v = i
+				:: else -> skip
+				fi
+			}
+			i = 0;
+			if
+			:: v == NR -> break
+			:: else -> skip
+			fi;
+			GCAP_GRANT(0);
+			if
+			:: lockr[v] == 0 -> lockr[v] = c; u_ex[v] = true
+			:: else -> skip
+			fi;
+			t = v; new_tok(t, n); t = 0;
+			fen = cnow + LEASE;
+			u_claim[v] = true; u_ft[v] = cnow + LEASE; u_lu[v] = cnow + LEASE; u_tok[v] = n;
+			ntk[v] = n; n = 0;
+			nl = nl | B(v);
+			printf("MSC: C%d claim: leases row %d until %d (token %d)\n", c, v, cnow + LEASE, ntk[v]);
+			allow--
+		:: else -> break
+		od;
+		v = 0
+	};
+	d_step {
+		/* aw_set_leases_open(): records, the first paired with the settled lease; unused back */
+		gotm = 0;
+		for (i : 0 .. NR - 1) {
+			if
+			:: (nl & B(i)) && lim[0] > 0 ->
+				rsvd[0]--; ret--;
+				if
+				:: i == r && rec_tok[i] == s_tok[c] ->
+#ifndef MUTANT_L9
+					rt_row = i + 1; rt_tok = rec_tok[i]; rt_end = rec_end[i];
+					printf("MSC: C%d re-take of row %d: the settled lease's record kept for a rollback\n", c, i)
+#else
+					printf("MSC: C%d re-take of row %d: the settled lease's record dropped as ended (L9)\n", c, i)
+#endif
+				:: else -> skip
+				fi;
+				rec_tok[i] = ntk[i]; rec_end[i] = cnow + LEASE;
+				if
+				:: hd > 0 && gotm == 0 && i != r && rec_tok[r] == s_tok[c] && pr_pred == 0 ->
+					pr_pred = r + 1; pr_succ = i + 1;
+					printf("MSC: C%d the lease of row %d takes the slot of row %d's (paired)\n", c, i, r)
+				:: else -> skip
+				fi;
+				gotm = 1
+			:: (nl & B(i)) -> gotm = 1
+			:: else -> skip
+			fi
+		}
+		i = 0; gotm = 0; hding = 0;
+		/* reserved and not used: back (aw_set_unreserve; rule 3 below) */
+		rsvd[0] = rsvd[0] - ret;
+		hd = 0; allow = 0
+	};
+	atomic {
+		if
+		:: ret > 0 &&
+		   (((rg_zero[c] != 0) != !REG_ON(0)) || (REG_ON(0) && rg_dirty[c])) ->
+			printf("MSC: C%d gives back %d unused, ready_gen changed: wake one (rule 3)\n", c, ret);
+			n = 1; wake(0, n)
+		:: else -> skip
+		fi;
+		ret = 0; rg_win[c] = 0; rg_zero[c] = 0; rg_dirty[c] = 0; cnow = 0
+	};
+	if
+	:: handoff_commit()
+	:: (role & R_RB) -> handoff_rollback()
+	fi
+}
+
+inline handoff_commit()
+{
+	d_step {
+		for (i : 0 .. NR - 1) {
+			if
+			:: lockr[i] == c && u_claim[i] ->
+				c_ex[i] = true; c_ft[i] = u_ft[i]; c_lu[i] = u_lu[i]; c_tok[i] = u_tok[i]
+			:: lockr[i] == c && !u_claim[i] ->
+				c_ex[i] = u_ex[i];
+				if
+				:: u_ex[i] -> c_ft[i] = u_ft[i]; c_lu[i] = u_lu[i]
+				:: else -> c_ft[i] = 0; c_lu[i] = 0; c_tok[i] = 0
+				fi
+			:: else -> skip
+			fi;
+			if
+			:: lockr[i] == c ->
+				lockr[i] = 0; u_claim[i] = false; u_ex[i] = false; u_ft[i] = 0; u_lu[i] = 0; u_tok[i] = 0
+			:: else -> skip
+			fi
+		}
+		i = 0;
+		printf("MSC: C%d COMMIT hand-off\n", c)
+	};
+	atomic {
+		/* the settle's record(s), in order: aw_set_lease_release() */
+		v = 0;
+		if
+		:: rec_tok[r] == s_tok[c] && pr_pred == r + 1 ->
+			rec_tok[r] = 0; rec_end[r] = 0; pr_pred = 0; pr_succ = 0;
+			printf("MSC: C%d the settled lease of row %d: its slot passed to its successor\n", c, r)
+		:: rec_tok[r] == s_tok[c] && pr_pred != r + 1 ->
+			rec_tok[r] = 0; rec_end[r] = 0; v = 1;
+			printf("MSC: C%d releases the lease of row %d\n", c, r)
+		:: else -> printf("MSC: C%d releases nothing (no record of token %d)\n", c, s_tok[c])
+		fi;
+		if
+		:: v == 1 -> n = 1; wake(0, n)
+		:: else -> skip
+		fi;
+		v = 0;
+		/* a re-take's kept record: its settle committed, the lease is over */
+		rt_row = 0; rt_tok = 0; rt_end = 0;
+		/* the sums: the settled row made claimable or fenced; the new leases' fence */
+		if
+		:: (nl & B(r)) == 0 && kind == K_FAIL0 -> n = 1; wake(0, n)
+		:: (nl & B(r)) == 0 && kind == K_FAIL1 -> fence_hint(0, snow + 1)
+		:: else -> skip
+		fi;
+		if
+		:: nl != 0 -> fence_hint(0, fen)
+		:: else -> skip
+		fi;
+		fen = 0;
+		/* it goes on with the first new lease; any other it lets expire */
+		h_row[c] = 0; h_tok[c] = 0;
+		for (i : 0 .. NR - 1) {
+			if
+			:: (nl & B(i)) && h_tok[c] == 0 -> h_row[c] = i; h_tok[c] = ntk[i]
+			:: else -> skip
+			fi;
+			ntk[i] = 0
+		}
+		i = 0; nl = 0; st_n = 0;
+		s_row[c] = 0; s_tok[c] = 0; sold = 0; snow = 0; kind = 0; r = 0;
+		busy[c] = false; TSH_OFF
+	}
+}
+
+inline handoff_rollback()
+{
+	d_step {
+		for (i : 0 .. NR - 1) {
+			if
+			:: lockr[i] == c ->
+				lockr[i] = 0; u_claim[i] = false; u_ex[i] = false; u_ft[i] = 0; u_lu[i] = 0; u_tok[i] = 0
+			:: else -> skip
+			fi
+		}
+		i = 0;
+		printf("MSC: C%d ROLLBACK hand-off\n", c)
+	};
+	atomic {
+		/* aw_set_leases_rollback(): the new leases' records (a pair ends: the settled one keeps its slot) */
+		for (i : 0 .. NR - 1) {
+			if
+			:: (nl & B(i)) && rec_tok[i] == ntk[i] ->
+				rec_tok[i] = 0; rec_end[i] = 0;
+				if
+				:: pr_succ == i + 1 -> pr_pred = 0; pr_succ = 0
+				:: else -> skip
+				fi
+			:: else -> skip
+			fi
+		}
+		i = 0;
+		/* the re-take's kept record back: the settled lease is live again */
+		if
+		:: rt_row != 0 && rec_tok[rt_row - 1] == 0 ->
+			rec_tok[rt_row - 1] = rt_tok; rec_end[rt_row - 1] = rt_end;
+			printf("MSC: C%d puts back the record of row %d's lease\n", c, rt_row - 1)
+		:: rt_row != 0 && rec_tok[rt_row - 1] != 0 ->
+			/* claimed by another since: that lease had ended; its slot was released then */
+			skip
+		:: else -> skip
+		fi;
+		rt_row = 0; rt_tok = 0; rt_end = 0;
+		/* the settle's undo: rule 1 */
+		if
+		:: sold <= now -> n = 1; wake(0, n)
+		:: else -> skip
+		fi;
+		/* the rows it claimed are claimable again: one wake each */
+		for (i : 0 .. NR - 1) {
+			if
+			:: (nl & B(i)) -> n = 1; wake(0, n)
+			:: else -> skip
+			fi;
+			ntk[i] = 0
+		}
+		i = 0; nl = 0; st_n = 0; fen = 0;
+		s_row[c] = 0; s_tok[c] = 0; sold = 0; snow = 0; kind = 0; r = 0;
+		busy[c] = false; TSH_OFF
+	}
+}
+#endif
 
 proctype claimer(byte c; byte maxcl; byte role)
 {
@@ -669,6 +1123,9 @@ proctype claimer(byte c; byte maxcl; byte role)
 	byte sold = 0;          /* the settled row's fence before the call */
 	byte snow = 0;          /* the clock at the settle */
 	byte woke = 0;          /* the topics of the wakes its last probe answered */
+#ifdef HAND
+	byte allow = 0;         /* the rows its hand-off claim may take */
+#endif
 
 end:	do
 	:: d_step {
@@ -736,7 +1193,7 @@ end:	do
 		if
 		:: got != 0 -> claim_commit()
 		:: got != 0 && (role & R_RB) -> claim_rollback()
-		:: else -> d_step { busy[c] = false }
+		:: else -> d_step { busy[c] = false; TSH_OFF }
 		fi;
 		got = 0; gotm = 0
 	:: d_step {
@@ -747,7 +1204,7 @@ end:	do
 		if
 		:: got != 0 -> claim_commit()
 		:: got != 0 && (role & R_RB) -> claim_rollback()
-		:: else -> d_step { busy[c] = false }
+		:: else -> d_step { busy[c] = false; TSH_OFF }
 		fi;
 		got = 0; gotm = 0
 	:: d_step {
@@ -768,9 +1225,9 @@ end:	do
 		 * aw_record_settled() records the lease it ends
 		 */
 		(role & R_SETTLE) && h_tok[c] != 0 && lockr[h_row[c]] == 0 && c_ex[h_row[c]] &&
-		c_tok[h_row[c]] == h_tok[c] ->
+		c_tok[h_row[c]] == h_tok[c] && TL_FREE ->
 		r = h_row[c];
-		busy[c] = true;
+		busy[c] = true; TSH_ON;
 		s_row[c] = r; s_tok[c] = c_tok[r]; sold = c_ft[r]; snow = now;
 		lockr[r] = c; u_claim[r] = false; u_tok[r] = c_tok[r];
 		if
@@ -833,7 +1290,7 @@ end:	do
 				fi;
 				h_row[c] = 0; h_tok[c] = 0;
 				s_row[c] = 0; s_tok[c] = 0; sold = 0; snow = 0; kind = 0; r = 0;
-				busy[c] = false
+				busy[c] = false; TSH_OFF
 			}
 		:: d_step {
 			/* ROLLBACK: the lock released, the lease goes on */
@@ -854,9 +1311,12 @@ end:	do
 				:: else -> skip
 				fi;
 				s_row[c] = 0; s_tok[c] = 0; sold = 0; snow = 0; kind = 0; r = 0;
-				busy[c] = false
+				busy[c] = false; TSH_OFF
 			}
 		fi
+#ifdef HAND
+	:: handoff()
+#endif
 	:: else -> break
 	od
 }
@@ -897,10 +1357,26 @@ end:	do
 		for (i : 0 .. NR - 1) {
 			if
 			:: EXPIRABLE(i) ->
+#ifdef HAND
+				if
+				:: pr_pred == i + 1 || pr_succ == i + 1 ->
+					/* one lease of a hand-off pair: the other keeps the slot */
+					pr_pred = 0; pr_succ = 0
+				:: !(pr_pred == i + 1 || pr_succ == i + 1) && hding > 0 &&
+				   i == s_row[2] && rec_tok[i] == s_tok[2] ->
+					/* a handed reservation shared its slot: it holds one of its own now */
+					hding--; x0++
+				:: !(pr_pred == i + 1 || pr_succ == i + 1) &&
+				   !(hding > 0 && i == s_row[2] && rec_tok[i] == s_tok[2]) ->
+#endif
 				if
 				:: TOP(i) == 0 -> x0++
 				:: else -> x1++
-				fi;
+				fi
+#ifdef HAND
+				fi
+#endif
+				;
 				rec_tok[i] = 0; rec_end[i] = 0;
 				printf("MSC: W the lease of row %d ends: released\n", i)
 			:: else -> skip
@@ -1012,6 +1488,190 @@ end:	do
 	od
 }
 
+
+#ifdef SETLIM
+#ifndef NEWLIM
+#define NEWLIM  1
+#endif
+/*
+ * The operator (src/limits.c): one transaction, READ COMMITTED or
+ * REPEATABLE READ (whose snapshot its first statement takes), of
+ * set_limit(t, NEWLIM), or set_limit(t, NULL); set_limit(t, NEWLIM); then
+ * COMMIT or ROLLBACK.  set_limit() takes the topic lock exclusively (it
+ * waits for the claims and settles of the topic to end, and new ones wait
+ * for it) and holds it to the end.  Just before the commit, with the lock
+ * held, a topic the set holds no limit of has its live leases counted
+ * from leased_until with a fresh snapshot, whatever the isolation level;
+ * at commit the limits row becomes visible and the callback applies the
+ * transaction's last call alone: a topic that had no limit takes in the
+ * leases counted, one that had keeps its records; the claimers the new
+ * free slots can take are woken.  Count and apply are one step here:
+ * between the two the lock keeps every claim and settle of the topic out.
+ *
+ * MUTANT_L10 (the code before): each call is applied in turn at commit:
+ * the removal drops every lease record, then the new limit is applied to
+ * the empty list (the second call counted nothing: the topic was still
+ * limited in the set when it ran).
+ * MUTANT_L11 (the code before): under REPEATABLE READ the count uses the
+ * transaction's snapshot, which misses a claim committed after it.
+ */
+proctype operator()
+{
+	byte i = 0;
+	byte n = 0;
+	byte v = 0;
+	byte f = 0;
+	bool two = false;
+	bool rr = false;
+#ifdef MUTANT_L11
+	byte snap_lu[NR];
+	byte snap_tok[NR];
+#endif
+
+	if
+	:: d_step { op_busy = true; printf("MSC: O BEGIN\n") }
+	:: d_step {
+		op_busy = true; rr = true;
+#ifdef MUTANT_L11
+		for (i : 0 .. NR - 1) {
+			if
+			:: c_ex[i] -> snap_lu[i] = c_lu[i]; snap_tok[i] = c_tok[i]
+			:: else -> skip
+			fi
+		}
+		i = 0;
+#endif
+		printf("MSC: O BEGIN REPEATABLE READ; its snapshot\n")
+	   }
+	fi;
+	atomic {
+		/* set_limit(): aw_lock_topic(AccessExclusiveLock) */
+		NO_SHARERS && !tex ->
+		tex = true;
+		if
+		:: two = false; printf("MSC: O set_limit(t, %d): the topic lock\n", NEWLIM)
+		:: two = true; printf("MSC: O set_limit(t, NULL); set_limit(t, %d): the topic lock\n", NEWLIM)
+		fi
+	};
+	if
+	:: atomic {
+		/* the count (pre-commit), COMMIT, the callback's apply */
+		f = lim[0];
+#ifdef MUTANT_L10
+		if
+		:: two && lim[0] > 0 ->
+			for (i : 0 .. NR - 1) { rec_tok[i] = 0; rec_end[i] = 0 }
+			i = 0;
+			lim[0] = 0;
+			printf("MSC: O COMMIT: the removal drops every record, then %d applies to none (L10)\n", NEWLIM)
+		:: else
+#else
+		if
+		:: else
+#endif
+			-> if
+			:: lim[0] == 0 ->
+				for (i : 0 .. NR - 1) {
+					if
+#ifdef MUTANT_L11
+					:: rr && snap_lu[i] > now ->
+						rec_tok[i] = snap_tok[i]; rec_end[i] = snap_lu[i]
+					:: rr && snap_lu[i] <= now -> skip
+					:: !rr && c_ex[i] && c_lu[i] > now -> rec_tok[i] = c_tok[i]; rec_end[i] = c_lu[i]
+#else
+					:: c_ex[i] && c_lu[i] > now -> rec_tok[i] = c_tok[i]; rec_end[i] = c_lu[i]
+#endif
+					:: else -> skip
+					fi
+				}
+				i = 0;
+				printf("MSC: O COMMIT: counts the live leases (rr %d), applies limit %d\n", rr, NEWLIM)
+			:: else -> printf("MSC: O COMMIT: limit %d applies, the records kept\n", NEWLIM)
+			fi
+		fi;
+		lim[0] = NEWLIM; dlim[0] = NEWLIM;
+		gcap[0] = (GLIVE(0) > NEWLIM -> GLIVE(0) : NEWLIM);
+		/* wake the claimers the new free slots can take */
+		used(0, v);
+		if
+		:: v < NEWLIM -> n = NEWLIM - v
+		:: else -> n = 0
+		fi;
+		if
+		:: f > 0 && f < NEWLIM -> n = (n > NEWLIM - f -> NEWLIM - f : n)
+		:: f >= NEWLIM -> n = 0
+		:: else -> skip
+		fi;
+#ifdef MUTANT_L10
+		if
+		:: two && f > 0 -> n = 3
+		:: else -> skip
+		fi;
+#endif
+		v = 0; f = 0;
+		wake(0, n);
+		tex = false; op_busy = false
+	   }
+	:: d_step {
+		printf("MSC: O ROLLBACK\n");
+		tex = false; op_busy = false
+	   }
+	fi;
+#ifdef MUTANT_L11
+	for (i : 0 .. NR - 1) { snap_lu[i] = 0; snap_tok[i] = 0 }
+#endif
+	i = 0; two = false; rr = false
+}
+#endif
+
+#ifdef LOAD
+/*
+ * After a restart (shared memory new) the set holds no limit: the worker
+ * loads this database's limits (src/limits.c) in a short transaction of
+ * its own, the topic lock taken exclusively, each limited topic with its
+ * live leases counted from leased_until; then every waiter of the topic
+ * is woken.  The load may fail (the cluster-wide topic table is full):
+ * the database stays not loaded, the load is retried, and meanwhile a
+ * claim of a topic whose aion_wake.limits row says it is limited takes
+ * nothing (fail closed, a WARNING and a counter).
+ *
+ * MUTANT_L12 (the code before): a failed load marks the database loaded
+ * anyway, and the topic's claims are not limited until the next restart.
+ */
+proctype loader()
+{
+	byte i = 0;
+	byte n = 0;
+
+end:	do
+	:: atomic {
+		!loaded && NO_SHARERS && !tex ->
+		if
+		:: for (i : 0 .. NR - 1) {
+				if
+				:: c_ex[i] && c_lu[i] > now -> rec_tok[i] = c_tok[i]; rec_end[i] = c_lu[i]
+				:: else -> skip
+				fi
+			}
+			i = 0;
+			lim[0] = dlim[0]; loaded = true;
+			printf("MSC: L the limits loaded, every waiter woken\n");
+			n = 3; wake(0, n)
+		:: printf("MSC: L the topic table is full: the load fails\n");
+#ifdef MUTANT_L12
+			loaded = true;
+			printf("MSC: L ... marked loaded anyway: topic 0 unlimited, every waiter woken (L12)\n");
+			n = 3; wake(0, n)
+#else
+			skip
+#endif
+		fi
+	   }
+	:: loaded -> break
+	od
+}
+#endif
+
 /* the clock */
 active proctype clock()
 {
@@ -1026,19 +1686,29 @@ end:	do
  * ------------------------------------------------------------------ */
 
 #define WOKEN(k)    (w_sleep[k] && w_in[k] != 0)
+#ifdef SETLIM
+#define OP_IDLE     (!op_busy)
+#else
+#define OP_IDLE     true
+#endif
+#ifdef LOAD
+#define LOAD_DONE   loaded
+#else
+#define LOAD_DONE   true
+#endif
 #define QUIESCENT   (!busy[1] && !busy[2] && !busy[3] && !WOKEN(1) && !WOKEN(2) && !WOKEN(3) && \
-                     !w_busy && !ANY_ROW(EXPIRABLE) && !ANY_DUE)
+                     !w_busy && !ANY_ROW(EXPIRABLE) && !ANY_DUE && OP_IDLE && LOAD_DONE)
 #define FREE(t)     (lim[t] == 0 || LIVE(t) < lim[t])
 #define STRANDED_K(k, t) (w_sleep[k] && (w_top[k] & B(t)) && FREE(t) && CLAIMABLE(t))
 #if NT == 1
 #define STRANDED_ANY (STRANDED_K(1, 0) || STRANDED_K(2, 0) || STRANDED_K(3, 0))
-#define G8_LIMIT    (lim[0] == 0 || LIVE(0) <= lim[0])
+#define G8_LIMIT    (dlim[0] == 0 || GLIVE(0) <= gcap[0])
 #define BOOKS(t)    (lim[t] == 0 || (rsvd[t] == 0 && NREC(t) == LIVE(t)))
 #define G8_BOOKS    BOOKS(0)
 #else
 #define STRANDED_ANY (STRANDED_K(1, 0) || STRANDED_K(2, 0) || STRANDED_K(3, 0) || \
                       STRANDED_K(1, 1) || STRANDED_K(2, 1) || STRANDED_K(3, 1))
-#define G8_LIMIT    ((lim[0] == 0 || LIVE(0) <= lim[0]) && (lim[1] == 0 || LIVE(1) <= lim[1]))
+#define G8_LIMIT    ((dlim[0] == 0 || GLIVE(0) <= gcap[0]) && (dlim[1] == 0 || GLIVE(1) <= gcap[1]))
 #define BOOKS(t)    (lim[t] == 0 || (rsvd[t] == 0 && NREC(t) == LIVE(t)))
 #define G8_BOOKS    (BOOKS(0) && BOOKS(1))
 #endif
@@ -1077,17 +1747,34 @@ init
 #ifdef LATE1
 		c_ft[1] = 1;
 #endif
+#ifdef LOAD
+		/* before the restart claimer 2 leased row 0 */
+		c_ft[0] = LEASE; c_lu[0] = LEASE; c_tok[0] = 1;
+		h_row[2] = 0; h_tok[2] = 1;
+#endif
 		r = 0;
 		hs[0] = NOEND;
 #if NT == 2
 		hs[1] = NOEND;
 #endif
+		dlim[0] = LIMIT;
+		gcap[0] = (LIMIT == 0 -> NOEND : LIMIT);
+#ifndef LOAD
 		lim[0] = LIMIT;
+#endif
 #if NT == 2
 		lim[1] = LIMIT1;
+		dlim[1] = LIMIT1;
+		gcap[1] = (LIMIT1 == 0 -> NOEND : LIMIT1);
 		w_top[1] = 3; w_top[2] = 1; w_top[3] = 2;
 #else
 		w_top[1] = 1; w_top[2] = 1; w_top[3] = 1;
+#endif
+#ifdef SETLIM
+		run operator();
+#endif
+#ifdef LOAD
+		run loader();
 #endif
 		run claimer(1, MAXCL1, ROLE1);
 		run claimer(2, MAXCL2, ROLE2);

@@ -21,19 +21,26 @@
 #      code has the fixes of F10 and F11), the code before each of those
 #      fixes (-DFINDING_F10, -DFINDING_F11) must be rejected, and mutants
 #      M8, M9 must be rejected; with --full, F12 (not fixed in the code,
-#      README.md) must be reproduced and its proposed fix must hold
+#      README.md) must be reproduced and its proposed fix must hold; the
+#      settle-and-take also takes a visible row or sends a pulse with a
+#      freed slot no take used, may be next_rows => 0, may run in a
+#      REPEATABLE READ transaction, and its rollback gives back no slot
+#      the settle never freed: mutants M10..M13, the code before each of
+#      those fixes, must be rejected (G2b, G7, G2a, G2a)
 # and of the model of limits and many-topic waits (aion_wake_limits.pml,
 # README.md section "Limits and many-topic waits"):
-#   6. seven configurations of the code (commit a6347ee) -> G8, G8x, G8w/G9,
+#   6. eleven configurations (commit a6347ee, and the zero-gap hand-off,
+#      set_limit() and the load of limits as fixed) -> G8, G8x, G8w/G9,
 #      the G9 pass-on check and no deadlock must hold
-#   7. mutants L1..L7, F8, F9, each on a configuration of 6 -> each must be
-#      rejected, by the property it breaks
+#   7. mutants L1..L12, F8, F9, each on a configuration of 6 -> each must
+#      be rejected, by the property it breaks
 # The two models' checks run side by side (two lanes: this machine has two
-# cores; together about 3 minutes and under 2 GB).
+# cores; together about 4 minutes and under 2 GB).
 # With --full also: two rows and a two-slot pulse (about 20 s, 700 MB);
 # settle-and-take over two rows, finding F12 and its fix without a
-# lease_token (about 70 s, 1 GB); five larger limits configurations
-# (several minutes, up to 1.5 GB each).
+# lease_token (about 70 s, 1 GB), F12's fix with a locked oldest park
+# (about 50 s, 1.2 GB); six larger limits configurations (several
+# minutes, up to 1.5 GB each).
 #
 # A failing check prints the shortest counterexample, condensed to its key
 # steps.  Prints "model: N passed, M failed" and exits non-zero unless every
@@ -81,7 +88,8 @@ props="4 properties hold (G2a, G2b, G3, no deadlock"
 # the property an assertion of the model belongs to, from pan's message
 property_of() {
 	case $1 in
-	*g_live*) echo "G2a (a slot vanished)" ;;
+	*g_live*) echo "G2a (a slot vanished or appeared)" ;;
+	*g7_twice*) echo "G7 (one freed slot brought back two rows)" ;;
 	*credit_until*) echo "G2b (a slot stranded beside a parked row)" ;;
 	*c_mask*) echo "G3 (took an entry whose fence is not committed)" ;;
 	*tk_ver*) echo "G3 (the re-offer moved a fence it did not park)" ;;
@@ -112,10 +120,13 @@ verify() {
 		errors=build
 		return
 	fi
-	# a mutant's counterexample is found in a few seconds: compiling
-	# pan.c with -O2 would take longer than the search
+	# a mutant's (or a finding's) counterexample is found in seconds, and
+	# so is the full search of a small configuration (O0=1 before
+	# check_model): compiling pan.c with -O2 would take longer than the
+	# search
 	local opt=-O2
-	case $model:$name in aion_wake_limits.pml:mutant_*) opt=-O0 ;; esac
+	case $name in mutant_* | finding_*) opt=-O0 ;; esac
+	[ "${O0:-}" = 1 ] && opt=-O0
 	if ! (cd "$dir" && gcc $opt -w -DSAFETY -DCOLLAPSE -DMEMLIM=6000 -o pan pan.c >gcc.out 2>&1); then
 		violation="gcc failed: $(head -3 "$dir/gcc.out")"
 		errors=build
@@ -218,6 +229,14 @@ L_THREE="-DNC=3 -DTMAX=1 -DMAXCL1=1 -DROLE1=1 -DROLE2=1 -DROLE3=6"
 L_RB="-DMAXCL1=1 -DMAXCL2=2 -DROLE1=1 -DROLE2=14 -DTMAX=2"      # claims and settles rolled back
 L_PARK="-DMAXCL1=1 -DPARK -DDEADLINE -DROLE1=5 -DROLE2=6"
 L_TOPICS="-DNT=2 -DMAXCL1=1 -DROLE1=5 -DROLE2=5 -DDEADLINE -DLIMIT1=1"  # claimer 1 waits on both topics
+# the zero-gap hand-off: claimer 2 settles (maybe twice), then claim(t, 2), in one transaction
+L_HAND="-DHAND -DMAXCL1=1 -DMAXCL2=2 -DROLE1=1 -DROLE2=30 -DTMAX=2"
+# set_limit() in a transaction of its own (one call, or NULL then the limit), on a limited topic
+L_SETLIM1="-DSETLIM -DMAXCL1=1 -DTMAX=2 -DROLE1=1 -DROLE2=14"
+# ... on an unlimited topic, READ COMMITTED or REPEATABLE READ
+L_SETLIM0="-DSETLIM -DLIMIT=0 -DMAXCL1=1 -DTMAX=2 -DROLE1=1 -DROLE2=14"
+# after a restart: the limits not loaded yet, a load that may fail and is retried
+L_LOAD="-DLOAD -DMAXCL1=1 -DTMAX=2 -DROLE1=1 -DROLE2=6"
 
 # shellcheck disable=SC2086
 lane_limits() {
@@ -229,10 +248,13 @@ lane_limits() {
 	check_model "limits: 3 claimers, limit 2" $BASE $L_THREE -DLIMIT=2
 	check_model "limits: claims and settles rolled back" $BASE $L_RB
 	check_model "limits: 2 topics, limits 1 and 1, claimer 1 waits on both" $BASE $L_TOPICS
+	check_model "limits: the hand-off, a lease settled twice, a re-take, rolled back" $BASE $L_HAND
+	check_model "limits: a load after a restart that fails and is retried" $BASE $L_LOAD
 	if $full; then
 		check_model "limits: 2 claimers, 2 claims each, clock to 2" $BASE -DTMAX=2
 		check_model "limits: 2 claimers, limit 2" $BASE -DLIMIT=2 -DMAXCL1=1
 		check_model "limits: 3 claimers, clock to 2" $BASE -DNC=3 -DTMAX=2 -DMAXCL1=1 -DROLE1=1 -DROLE2=1 -DROLE3=6
+		check_model "limits: the hand-off, clock to 3" $BASE -DHAND -DMAXCL1=1 -DMAXCL2=2 -DROLE1=1 -DROLE2=30
 	fi
 }
 
@@ -250,6 +272,13 @@ lane_limits2() {
 	check_mutant L7 G8w $BASE $L_RB
 	check_mutant F8 G8w $BASE $L_LATE
 	check_mutant F9 G9 $BASE $L_TOPICS
+	O0=1 check_model "limits: set_limit() on a limited topic, one call or two" $BASE $L_SETLIM1
+	O0=1 check_model "limits: set_limit() on an unlimited topic, REPEATABLE READ too" $BASE $L_SETLIM0
+	check_mutant L8 G8 $BASE $L_HAND
+	check_mutant L9 G8x $BASE $L_HAND
+	check_mutant L10 G8x $BASE $L_SETLIM1
+	check_mutant L11 G8x $BASE $L_SETLIM0
+	check_mutant L12 G8 $BASE $L_LOAD
 	if $full; then
 		check_model "limits: rollbacks, clock to 3" $BASE -DMAXCL1=1 -DMAXCL2=2 -DROLE1=1 -DROLE2=14
 		check_model "limits: 2 topics (topic 1 unlimited), every role" $BASE -DNT=2 -DMAXCL1=1
@@ -272,6 +301,12 @@ lane_parking() {
 	check_mutant M7 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
 	check_mutant M8 G3 $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
 	check_mutant M9 G3 $BASE -DNEXT_ROWS
+	check_mutant M10 G2b $BASE -DNEXT_ROWS
+	# a locked oldest park needs dispatcher 2's third call (park it, then
+	# lock it again); F12's fix keeps F12 out of that configuration
+	check_mutant M11 G7 $BASE -DNEXT_ROWS -DMAXOPS2=3 -DTMAX=1 -DFIX_F12
+	check_mutant M12 G2a $BASE -DNEXT_ROWS
+	check_mutant M13 G2a $BASE -DNEXT_ROWS
 	check_finding F10 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2 -DFINDING_F10
 	check_finding F11 G2b $BASE -DNEXT_ROWS -DFINDING_F11
 	if $full; then
@@ -279,6 +314,7 @@ lane_parking() {
 		check_model "code, settle-and-take, 2 rows" $BASE -DNR=2 -DNEXT_ROWS -DNPULSE=1 -DMAXOPS1=2 -DMAXOPS2=2
 		check_finding F12 G2b $BASE -DNEXT_ROWS -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
 		check_model "code + F12's proposed fix, settle-and-take, no lease_token" $BASE -DNEXT_ROWS -DFIX_F12 -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
+		check_model "code + F12's proposed fix, settle-and-take, a locked oldest park" $BASE -DNEXT_ROWS -DMAXOPS2=3 -DTMAX=1 -DFIX_F12
 	fi
 }
 
