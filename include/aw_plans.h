@@ -20,6 +20,8 @@ extern SPIPlanPtr aw_plan_prepare(SPIPlanPtr *cache, const char *sql, int nargs,
 								  const Oid *argtypes);
 extern uint64 aw_plan_run(SPIPlanPtr plan, Datum *args, const char *nulls,
 						  int expected);
+extern uint64 aw_plan_run_latest(SPIPlanPtr plan, Datum *args, const char *nulls,
+								 int expected);
 extern int	aw_schema_version(void);
 
 #endif							/* AW_PLANS_H */

@@ -221,12 +221,10 @@ aw_read_live_leases(const char *topic, int32 *n, bool raise)
 	Datum		args[2];
 	AwLiveLease *leases;
 	uint64		i;
-	int			rc;
 
 	args[0] = CStringGetTextDatum(topic);
 	args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-	PushActiveSnapshot(GetLatestSnapshot());
-	rc = SPI_execute_snapshot(aw_plan_prepare(&aw_live_leases_plan,
+	(void) aw_plan_run_latest(aw_plan_prepare(&aw_live_leases_plan,
 											  "SELECT dispatch_key, lease_token, leased_until "
 											  "  FROM aion_wake.outbox "
 											  " WHERE topic OPERATOR(pg_catalog.=) $1 "
@@ -234,12 +232,7 @@ aw_read_live_leases(const char *topic, int32 *n, bool raise)
 											  "   AND leased_until OPERATOR(pg_catalog.>) $2 "
 											  "   AND lease_token IS NOT NULL",
 											  2, types),
-							  args, NULL, GetActiveSnapshot(), InvalidSnapshot,
-							  true, false, 0);
-	PopActiveSnapshot();
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "aion_wake statement failed: %s (expected %s)",
-			 SPI_result_code_string(rc), SPI_result_code_string(SPI_OK_SELECT));
+							  args, NULL, SPI_OK_SELECT);
 	if (SPI_processed > (uint64) aw_max_leases)
 	{
 		if (!raise)
@@ -299,7 +292,6 @@ aw_limits_load_topic(const char *topic)
 	AwLimitResult r;
 	int32		wake;
 	bool		isnull;
-	int			rc;
 
 	if (aw_set_topic_limited(topic, &max_in_flight))
 		return AW_LOAD_DONE;
@@ -308,17 +300,11 @@ aw_limits_load_topic(const char *topic)
 		return AW_LOAD_BUSY;
 
 	args[0] = CStringGetTextDatum(topic);
-	PushActiveSnapshot(GetLatestSnapshot());
-	rc = SPI_execute_snapshot(aw_plan_prepare(&aw_limit_of_plan,
+	(void) aw_plan_run_latest(aw_plan_prepare(&aw_limit_of_plan,
 											  "SELECT max_in_flight FROM aion_wake.limits "
 											  " WHERE topic OPERATOR(pg_catalog.=) $1",
 											  1, types),
-							  args, NULL, GetActiveSnapshot(), InvalidSnapshot,
-							  true, false, 0);
-	PopActiveSnapshot();
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "aion_wake statement failed: %s (expected %s)",
-			 SPI_result_code_string(rc), SPI_result_code_string(SPI_OK_SELECT));
+							  args, NULL, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		return AW_LOAD_DONE;	/* no limit (any more) */
 	max_in_flight = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],

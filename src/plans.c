@@ -38,6 +38,7 @@
 #include "optimizer/planner.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 
 #include "aw_compat.h"
 #include "aw_plans.h"
@@ -121,6 +122,24 @@ uint64
 aw_plan_run(SPIPlanPtr plan, Datum *args, const char *nulls, int expected)
 {
 	int			rc = SPI_execute_plan(plan, args, nulls, false, 0);
+
+	if (rc != expected)
+		elog(ERROR, "aion_wake statement failed: %s (expected %s)",
+			 SPI_result_code_string(rc), SPI_result_code_string(expected));
+	return SPI_processed;
+}
+
+/*
+ * aw_plan_run, read only, with a snapshot taken now instead of the
+ * caller's: for counts and checks that must see every committed row even
+ * under REPEATABLE READ (a snapshot taken after a lock was granted sees
+ * what the lock's holder committed).
+ */
+uint64
+aw_plan_run_latest(SPIPlanPtr plan, Datum *args, const char *nulls, int expected)
+{
+	int			rc = SPI_execute_snapshot(plan, args, nulls, GetLatestSnapshot(),
+										  InvalidSnapshot, true, false, 0);
 
 	if (rc != expected)
 		elog(ERROR, "aion_wake statement failed: %s (expected %s)",

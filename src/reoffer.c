@@ -206,14 +206,9 @@ aw_reoffer_execute(AwTakeBatch *b, AwReofferClaim *claim)
 	if (stale > 0 && IsolationUsesXactSnapshot())
 	{
 		static const Oid types[3] = {TEXTARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZOID};
-		int			rc;
 
-		rc = SPI_execute_snapshot(aw_plan_prepare(&aw_parked_plan, aw_parked_sql, 3, types),
-								  args, NULL, GetLatestSnapshot(), InvalidSnapshot,
-								  true, false, 0);
-		if (rc != SPI_OK_SELECT)
-			elog(ERROR, "aion_wake statement failed: %s (expected %s)",
-				 SPI_result_code_string(rc), SPI_result_code_string(SPI_OK_SELECT));
+		(void) aw_plan_run_latest(aw_plan_prepare(&aw_parked_plan, aw_parked_sql, 3, types),
+								  args, NULL, SPI_OK_SELECT);
 		for (r = 0; r < SPI_processed; r++)
 		{
 			bool		isnull;
