@@ -61,7 +61,10 @@
  * claimer does this, and with NEXT_ROWS so does dispatcher 1.  It found
  * F10, F11 and F12 in that code (README.md, "The direct hand-off"): the
  * code now has the fixes of F10 and F11 (FINDING_F10 and FINDING_F11 model
- * it without them); FIX_F12 is the fix proposed for F12.
+ * it without them); FIX_F12 is the fix proposed for F12.  Since 3a95bdd
+ * and c65800e the topic records its one spender (q_spender, hand_step1..3,
+ * spender_release); since 170c957 the hand-off's own slot that moved no
+ * row goes back to the caller; modelling that found F13 (FIX_F13).
  *
  * Options (spin -D...):
  *   NR=2          two rows instead of one (a much larger state space)
@@ -73,15 +76,18 @@
  *                 fail/complete of a row that is parked
  *   WAITER        one claim(wait) blocked on the topic, and the worker's
  *                 latch: a committed pulse() and a confirm that makes an
- *                 entry due are handed to the claimer if it is queued
- *                 (aw_waiters_wake), else wake the worker; the claimer
+ *                 entry due are handed to the claimer if it is queued,
+ *                 which the set records as the topic's one spender
+ *                 (aw_waiters_wake_spender, three steps), else wake the
+ *                 worker; only the spender's rounds take the topic's
+ *                 slots and due entries; the claimer
  *                 spends a slot by claiming the oldest confirmed park
  *                 straight from its fence (aw_claim_probe ->
  *                 aw_claim_once -> aw_claim_spend, a claiming
  *                 reoffer_round), or leaves without (cancelled after the
- *                 wake, or it found a row mid-probe), and aw_waiter_leave
- *                 then wakes the worker if the topic has work.  run.sh
- *                 checks it with NPULSE=1 MAXOPS1=2 (11 M states).
+ *                 wake, or it found a row mid-probe); after each probe and
+ *                 when it leaves it releases the record, waking the
+ *                 worker if the topic has slots or due entries left.
  *   NEXT_ROWS     dispatcher 1 may also call complete(another row,
  *                 next_rows => 1) (a row outside the model, whose freed
  *                 slot is spent on the oldest confirmed park, claimed
@@ -98,12 +104,17 @@
  *                 slot (it takes a live credit, as any entry put back)
  *   FINDING_F10   the code before F10's fix: a park that confirms on a
  *                 topic that still holds pulse slots (a claiming round left
- *                 them on the counter) wakes no spender for them
+ *                 them on the counter) wakes no spender for them, and (as
+ *                 before the spender record) the release wakes no worker
  *   FINDING_F11   the code before F11's fix: a take also takes the entry
  *                 of a row the taker's own transaction settled, finds it
  *                 stale and drops it
  *   FIX_F12       aw_set_undo_take replaces an entry of another fence that
  *                 is not pending, where the code keeps any entry it finds
+ *   FIX_F13       an entry the hand-off's own slot took and gave back
+ *                 (aw_set_settle: its row locked) or moved (aw_set_undo_take
+ *                 after a rollback) comes back CONFIRMED and takes a live
+ *                 credit, as any entry put back; the code takes none
  * Mutants, each must be rejected:
  *   MUTANT_M1     park() enters the set as CONFIRMED before its fence
  *                 commits (no pending state)
@@ -120,9 +131,9 @@
  *                 rolled back is dropped (the code of 7fea0b6: finding F7)
  *   MUTANT_M6     an entry put back by a rollback does not take a live
  *                 credit (the code before 7fea0b6: finding F6)
- *   MUTANT_M7     (with WAITER) a claimer that leaves does not wake the
- *                 worker when the topic still has work (the hand-off of
- *                 ac5398d without the hook it added to aw_waiter_leave)
+ *   MUTANT_M7     (with WAITER) the release (aw_set_spender_release, after
+ *                 a probe and on leaving) does not wake the worker for the
+ *                 slots or due entries its spender left
  *   MUTANT_M8     a claiming round (the hand-off, settle-and-take) also
  *                 takes PENDING entries: it hands out a park that may not
  *                 have committed
@@ -131,14 +142,24 @@
  *   MUTANT_M10    (NEXT_ROWS) the hand-off's compare-and-set and SELECT
  *                 read through a REPEATABLE READ snapshot: a park
  *                 committed after it looks stale and its entry is dropped
- *   MUTANT_M11    (NEXT_ROWS) a hand-off that moved nothing leases a
- *                 visible row (or sends the pulse) even when its slot was
- *                 kept by the entry of a locked oldest park: one slot, two
- *                 rows (G7, g7_twice)
+ *   MUTANT_M11    (NEXT_ROWS) the code before 170c957: the entry of a
+ *                 locked oldest park keeps the hand-off's own slot (DUE;
+ *                 a stale one gives it to the counter), and the hand-off,
+ *                 having moved nothing, still leases a visible row (or
+ *                 sends the pulse): one slot, two rows (G7, g7_twice)
  *   MUTANT_M12    (NEXT_ROWS) next_rows => 0 sends no pulse: the freed
  *                 slot vanishes
  *   MUTANT_M13    (NEXT_ROWS) a rolled-back hand-off puts the entry back
  *                 DUE, holding the slot of the settle that never committed
+ *   MUTANT_M14    (WAITER) the worker ignores the recorded spender: its
+ *                 plain rounds spend the topic's slots while the claimer
+ *                 they were handed to holds some (one spender, g_two)
+ *   MUTANT_M15    (WAITER) a spender is live whether or not its claimer
+ *                 is still registered (not rejected: the leave always
+ *                 releases the record after unregistering; run.sh does
+ *                 not check it, README.md)
+ *   MUTANT_M16    (WAITER) the hand sets the claimer's latch in the
+ *                 registry step, before the set records it as spender
  *
  * Copyright (c) 2026, aion_wake authors
  */
@@ -279,10 +300,41 @@ bool q_queued = false;  /* on the topic's queue: a wake can take it */
 bool q_ready = false;   /* a wake took it (its latch is set) */
 bool q_busy = false;    /* in a probe, leaving, or its transaction not yet committed */
 bool p_hand = false;    /* a committed pulse(): slots added, the hand-off not yet done */
+/*
+ * The topic's recorded spender (AwTopic.spender_procno/registration): the
+ * claimer, or nobody (the worker).  A record of a claimer that has left
+ * the registry is no spender (aw_topic_spender_live; MUTANT_M15 ignores
+ * the registration).  q_late: the record was made after the claimer read
+ * aw_set_last_hand() for its probe, so the release after that probe
+ * leaves it (the hand's latch makes it probe again).
+ */
+bool q_spender = false;
+bool q_late = false;
+#ifndef MUTANT_M15
+#define spender_live  (q_spender && q_reg)
+#else
+#define spender_live  q_spender
+#endif
 #define WAKE_WORKER   w_latch = true
 #else
 #define WAKE_WORKER   skip
+#define spender_live  false
 #endif
+/*
+ * aw_topic_may_spend(): only the spender's rounds take the topic's slots
+ * and due entries: the live claimer's claiming rounds, else the worker's
+ * plain rounds (cap 0); any other claiming round (the claimer while it is
+ * not the spender, the settle-and-take) spends only its own slots.
+ * MUTANT_M14: the worker ignores the record.
+ */
+#ifndef MUTANT_M14
+#define MAY_SPEND(t, cap) (spender_live -> (t == 1) : (cap == 0))
+#else
+#define MAY_SPEND(t, cap) ((cap == 0) || (spender_live && t == 1))
+#endif
+/* ghost: the taker (+ 1) whose takes hold slots of the counter or of due entries */
+byte g_spending = 0;
+bool g_two = false;
 
 /* ---- ghosts ---- */
 byte g_live = 0;        /* slots received, not yet spent on a moved row or expired */
@@ -413,19 +465,84 @@ inline give_back_slot()
 
 #ifdef WAITER
 /*
- * aw_waiters_wake(topic, 1) after a committed pulse() or a confirm that
- * made an entry due: the queued claimer is taken off the queue and made
- * ready; if none is queued (0 woken), aw_wake_worker()
+ * aw_waiters_wake_spender() (src/waiters.c) after a committed pulse() or a
+ * confirm that made an entry due, in three steps (hs, the caller's: the
+ * step to run next, 0 when done):
+ *   the set (aw_set_spender_active): a live spender will spend it: stop;
+ *   the registry, under the waiter lock: the queued claimer is taken off
+ *     the queue (its inbox bit set, its latch not yet); nobody queued:
+ *     aw_wake_worker();
+ *   the set (aw_set_spender_hand): the claimer, if still registered, is
+ *     recorded as the spender (unless it already is), then its latch is
+ *     set; if it left in between, the worker is woken (the code tries the
+ *     next waiter: there is none here, so aw_anyone_waits() is false).
+ * MUTANT_M16: the claimer's latch is set in the registry step, before the
+ * record.
  */
-inline hand_or_wake()
+inline hand_step1(hs)
+{
+	if
+	:: spender_live ->
+		hs = 0;
+		printf("MSC:    ... the claimer is the spender already\n")
+	:: else -> hs = 2
+	fi
+}
+
+inline hand_step2(hs)
 {
 	if
 	:: q_queued ->
-		q_queued = false; q_ready = true;
-		printf("MSC:    ... handed to the blocked claimer (Q ready)\n")
+		q_queued = false; hs = 3;
+#ifdef MUTANT_M16
+		q_ready = true;
+#endif
+		printf("MSC:    ... the blocked claimer taken off the queue\n")
+	:: else ->
+		WAKE_WORKER; hs = 0;
+		printf("MSC:    ... nobody queued: wake the worker\n")
+	fi
+}
+
+inline hand_step3(hs)
+{
+	if
+	:: q_reg ->
+		if
+		:: !spender_live -> q_spender = true; q_late = q_busy
+		:: else -> skip
+		fi;
+#ifndef MUTANT_M16
+		q_ready = true;
+#endif
+		printf("MSC:    ... recorded as the spender (late %d), its latch set (not with M16)\n", q_late)
 	:: else ->
 		WAKE_WORKER;
-		printf("MSC:    ... nobody queued: wake the worker\n")
+		printf("MSC:    ... the claimer left: wake the worker\n")
+	fi;
+	hs = 0
+}
+
+/*
+ * aw_set_spender_release(): after a probe (all: false; a topic recorded
+ * late is left) and when it leaves (all: true), the claimer stops being
+ * the spender; what is left goes to the worker.  MUTANT_M7 and
+ * FINDING_F10: the worker is not woken.
+ */
+inline spender_release(all)
+{
+	if
+	:: q_spender && (all || !q_late) ->
+		q_spender = false; q_late = false;
+#if !defined(MUTANT_M7) && !defined(FINDING_F10)
+		if
+		:: slots > 0 || any_row(is_due) -> WAKE_WORKER; printf("MSC: Q release: the topic has work: wake the worker\n")
+		:: else -> printf("MSC: Q release\n")
+		fi
+#else
+		printf("MSC: Q release, the worker is not woken (M7/F10)\n")
+#endif
+	:: else -> skip
 	fi
 }
 #endif
@@ -552,7 +669,7 @@ inline set_confirm(r, d)
 		if
 		:: inherit -> e_state[r] = DUE; in_work = true;
 #ifdef WAITER
-			hand = true;    /* after the set lock: hand_or_wake() */
+			hand = true;    /* after the set lock: aw_waiters_wake_spender() */
 #endif
 			printf("MSC: D%d set: confirm gen %d: woken or credit, entry due\n", d, d_gen[d])
 		:: else -> e_state[r] = CONFIRMED;
@@ -707,7 +824,7 @@ inline take_one(t, who, r)
  * of aw_reoffer_step(); a claimer handed a pulse, or complete()/fail() with
  * next_rows spending the slot its settle freed): at most cap slots, the
  * caller's own first (own: the freed slot, not a pulse slot of the
- * counter), on due and CONFIRMED entries only; steps 2 and 3 (woken mark,
+ * counter), on due (the spender only) and CONFIRMED entries only; steps 2 and 3 (woken mark,
  * credit) are for plain rounds only ("only a plain round does"), so slots
  * not used stay on the counter, and an own slot not used is not a pulse
  * slot (the caller then claims a visible row, or records a pulse at commit:
@@ -746,6 +863,7 @@ inline take_topic(t, who, cap, own, own_tx)
 	 */
 	for (i : 0 .. NR - 1) {
 		if
+		:: !MAY_SPEND(t, cap) -> skip   /* not the spender: no due entry */
 		:: cap != 0 && n >= cap -> skip
 		:: e_state[i] == DUE && e_ft[i] <= now ->
 			printf("MSC: %c due entry of row %d: fence passed, its slot back to the counter\n", who, i);
@@ -756,10 +874,10 @@ inline take_topic(t, who, cap, own, own_tx)
 	}
 	/* the slots for confirmed entries: own first (own), then the counter's (k in all) */
 	if
-	:: cap == 0 -> o = 0; k = slots
+	:: cap == 0 -> o = 0; k = (MAY_SPEND(t, cap) -> slots : 0)
 	:: else ->
 		o = (own < cap - n -> own : cap - n);
-		k = o + (slots < cap - n - o -> slots : cap - n - o)
+		k = o + (MAY_SPEND(t, cap) -> (slots < cap - n - o -> slots : cap - n - o) : 0)
 	fi;
 	u = 0;
 	printf("MSC: %c spend %d slot(s) (%d own)\n", who, k, o);
@@ -790,8 +908,24 @@ inline take_topic(t, who, cap, own, own_tx)
 	}
 	/* an own slot used is a live slot from now on (the take holds it) */
 	g_live = g_live + (u < o -> u : o);
+	/*
+	 * ghost: at most one round holds the topic's slots at once: a round
+	 * that spends some (a due entry, a counter slot on a confirmed entry,
+	 * or, plain, on woken marks and credit) while another round's takes
+	 * hold some (MUTANT_M14)
+	 */
 	if
-	:: cap == 0 ->
+	:: n > u || u > o || (cap == 0 && k > u) ->
+		g_two = (g_spending != 0 && g_spending != t + 1);
+		assert(!g_two)
+	:: else -> skip
+	fi;
+	if
+	:: n > u || u > o -> g_spending = t + 1
+	:: else -> skip
+	fi;
+	if
+	:: cap == 0 && MAY_SPEND(t, cap) ->
 		k = k - u;
 #ifndef MUTANT_M3
 		/* 2. slots left: mark pending parks woken, oldest first */
@@ -825,7 +959,10 @@ inline take_topic(t, who, cap, own, own_tx)
 #endif
 		slots = 0
 	:: else ->
-		/* t->slots -= used - own: the counter's slots not used stay there */
+		/*
+		 * t->slots -= used - own: the counter's slots not used stay there
+		 * (all of them when the round may not spend them)
+		 */
 		slots = slots - (u > o -> u - o : 0)
 	fi;
 	i = 0; j = 0; f = 0; k = 0; u = 0; o = 0;
@@ -840,21 +977,32 @@ inline take_topic(t, who, cap, own, own_tx)
 /* capacity pulses (pulse() at commit, or NOTIFY): aw_set_add_slots() */
 active proctype pulser()
 {
+#ifdef WAITER
+	byte hs = 0;
+
+end:	do
+	:: d_step {
+		hs == 0 && pulses < NPULSE ->
+		pulses++; slots = slots + KSLOTS; g_live = g_live + KSLOTS; in_work = true;
+		p_hand = true; hs = 1;
+		printf("MSC: P pulse of %d slot(s)\n", KSLOTS)
+	   }
+	/* after the set lock: a blocked claimer spends it, or the worker */
+	:: d_step { hs == 1 -> hand_step1(hs); p_hand = (hs != 0) }
+	:: d_step { hs == 2 -> hand_step2(hs); p_hand = (hs != 0) }
+	:: d_step { hs == 3 -> hand_step3(hs); p_hand = false }
+	:: hs == 0 && pulses >= NPULSE -> break
+	od
+#else
 end:	do
 	:: pulses < NPULSE ->
 		d_step {
 			pulses++; slots = slots + KSLOTS; g_live = g_live + KSLOTS; in_work = true;
-#ifdef WAITER
-			p_hand = true;
-#endif
 			printf("MSC: P pulse of %d slot(s)\n", KSLOTS)
 		}
-#ifdef WAITER
-		/* after the set lock: a blocked claimer spends it, or the worker */
-		d_step { hand_or_wake(); p_hand = false }
-#endif
 	:: pulses >= NPULSE -> break
 	od
+#endif
 }
 
 /* the clock; a credit past its time is dropped (aw_take_topic resets it) */
@@ -1000,6 +1148,48 @@ inline reoffer_round(t, holder, who, onlist, claimer, cap0, own0)
 						:: else -> skip
 						fi;
 						printf("MSC: %c settle row %d: moved, entry gone\n", who, i)
+#if defined(NEXT_ROWS) && !defined(MUTANT_M11)
+					:: t == TD && d_own == i + 1 ->
+						/*
+						 * the hand-off's own slot moved no row: it goes back
+						 * to the caller (b->own_left), never to the entry of
+						 * a locked row nor to the counter; the caller spends
+						 * it on a visible row or as a pulse at commit.  After
+						 * a stale row its next round tries it further on.
+						 */
+						g_live--; d_own = 0;
+						if
+						:: tk_out[TK(t, i)] == O_STALE -> ro = 1
+						:: else -> skip
+						fi;
+						if
+						:: e_state[i] == INFLIGHT && e_gen[i] == tk_gen[TK(t, i)] && tk_out[TK(t, i)] == O_LOCKED ->
+							e_state[i] = CONFIRMED;
+#ifdef FIX_F13
+							/*
+							 * F13's proposed fix: like any entry put back, it
+							 * takes a live credit (a pulse that found it in
+							 * flight left one)
+							 */
+							if
+							:: credit_live ->
+								credit--;
+								if
+								:: credit == 0 -> credit_until = 0
+								:: else -> skip
+								fi;
+								e_state[i] = DUE; e_retry[i] = true; in_work = true; WAKE_WORKER
+							:: else -> skip
+							fi;
+#endif
+							printf("MSC: %c settle row %d: locked: entry confirmed (due %d), no slot; the freed slot back to the caller\n", who, i, e_state[i] == DUE)
+						:: e_state[i] == INFLIGHT && e_gen[i] == tk_gen[TK(t, i)] ->
+							entry_remove(i, false);
+							printf("MSC: %c settle row %d: stale: entry dropped; the freed slot back to the caller\n", who, i)
+						:: else ->
+							printf("MSC: %c settle row %d: not moved, entry replaced meanwhile; the freed slot back to the caller\n", who, i)
+						fi
+#endif
 					:: tk_out[TK(t, i)] == O_LOCKED && e_state[i] == INFLIGHT && e_gen[i] == tk_gen[TK(t, i)] ->
 #ifndef MUTANT_M4
 						/* the entry keeps its slot: DUE, retried at retry_at */
@@ -1026,7 +1216,11 @@ inline reoffer_round(t, holder, who, onlist, claimer, cap0, own0)
 				:: else -> skip
 				fi
 			}
-			i = 0
+			i = 0;
+			if
+			:: g_spending == t + 1 -> g_spending = 0
+			:: else -> skip
+			fi
 		};
 		/* a claiming round is done once it moved cap0 rows (r->slot_cap) */
 		if
@@ -1061,6 +1255,16 @@ inline commit_round(holder, who)
  * used the slot of the settle that rolled back.  One step here: between the two nothing can take the row (it has
  * no entry), and a park or claim of it in between ends as it does after.
  */
+/*
+ * aw_set_undo_take() links the entry of a row the own slot moved as
+ * CONFIRMED and takes no credit; FIX_F13 lets it take a live one, as an
+ * entry put back by a rollback of park() does.
+ */
+#ifdef FIX_F13
+#define CREDIT_ON_UNDO true
+#else
+#define CREDIT_ON_UNDO false
+#endif
 inline undo_round(holder, who)
 {
 	for (i : 0 .. NR - 1) {
@@ -1101,7 +1305,7 @@ inline undo_round(holder, who)
 					 */
 					e_state[i] = CONFIRMED;
 					if
-					:: credit_live ->
+					:: CREDIT_ON_UNDO && credit_live ->
 						credit--;
 						if
 						:: credit == 0 -> credit_until = 0
@@ -1136,12 +1340,14 @@ inline undo_round(holder, who)
  * with next_rows => 0): a freed slot that no take used, when the claim
  * moved nothing, goes to the oldest visible row of the topic (a row
  * outside the model, there or not), else it is a pulse of one slot at
- * commit (aw_claim_next).  A take that used it keeps it (the entry of a
- * locked row holds it, DUE; a stale one gave it back to the counter): it
- * is spent once.
+ * commit (aw_claim_next).  A take that used it and moved no row (locked
+ * or stale) gave it back to the caller (aw_set_settle's own_left): the
+ * entry of a locked row is confirmed again and holds no slot.  So it is
+ * spent once: on a moved row, a visible row or the pulse.
  *
- * MUTANT_M11 (the code before): a claim that moved nothing takes the
- * visible row, or sends the pulse, whether or not a take kept the slot.
+ * MUTANT_M11 (the code before 170c957): a locked entry keeps the slot
+ * (settle), and a claim that moved nothing takes the visible row, or
+ * sends the pulse, whether or not a take kept the slot.
  * MUTANT_M12 (the code before): next_rows => 0 sends no pulse.
  */
 inline own_rest(round)
@@ -1249,6 +1455,16 @@ inline d_end()
  * every lease-holder write that leaves the row unparked (complete,
  * dead_letter: a deleted row behaves the same for the set).
  */
+/* the end of a park's transaction: its COMMIT callback is done */
+inline park_done()
+{
+	d_gen[d] = 0; d_sv_valid[d] = false; d_sv_ver[d] = 0; d_sv_ft[d] = 0;
+#if NR == 2
+	d_sv_pat[d] = 0;
+#endif
+	d_fgen[d] = 0; d_row[d] = 0; busy[d] = false; r = 0
+}
+
 proctype dispatcher(byte d; byte maxops)
 {
 	byte ops = 0;
@@ -1268,11 +1484,21 @@ proctype dispatcher(byte d; byte maxops)
 	byte mv = 0;
 #endif
 #ifdef WAITER
-	bool hand = false;      /* the confirm made the entry due: hand_or_wake() */
+	bool hand = false;      /* the confirm made the entry due: aw_waiters_wake_spender() */
+	byte hs = 0;            /* its steps (hand_step1 .. 3) */
 #endif
 
 end:	do
-	:: ops < maxops ->
+#ifdef WAITER
+	/* the hand-off of a confirm that made its entry due (hs: the step to run) */
+	:: d_step { hs == 1 -> hand_step1(hs); if :: hs == 0 -> park_done() :: else -> skip fi }
+	:: d_step { hs == 2 -> hand_step2(hs); if :: hs == 0 -> park_done() :: else -> skip fi }
+	:: d_step { hs == 3 -> hand_step3(hs); park_done() }
+#define HS_IDLE hs == 0 &&
+#else
+#define HS_IDLE
+#endif
+	:: HS_IDLE ops < maxops ->
 		if
 		:: atomic {
 			/* claim(): FOR UPDATE SKIP LOCKED on a visible row, fence = lease */
@@ -1347,24 +1573,22 @@ end:	do
 			   };
 				/* ... then the COMMIT callback: aw_set_confirm() */
 #ifdef WAITER
-				d_step { set_confirm(r, d) };
+				/* its hand-off, if any: three more steps, in the loop above */
 				d_step {
+					set_confirm(r, d); hs = (hand -> 1 : 0); hand = false;
 					if
-					:: hand -> hand_or_wake(); hand = false
+					:: hs == 0 -> park_done()
 					:: else -> skip
-					fi;
+					fi
+				}
 #else
 				d_step {
 #ifndef MUTANT_M1
 					set_confirm(r, d);
 #endif
-#endif
-					d_gen[d] = 0; d_sv_valid[d] = false; d_sv_ver[d] = 0; d_sv_ft[d] = 0;
-#if NR == 2
-					d_sv_pat[d] = 0;
-#endif
-					d_fgen[d] = 0; d_row[d] = 0; busy[d] = false; r = 0
+					park_done()
 				}
+#endif
 			:: d_step {
 				/* ROLLBACK: the old version stays, the lock released ... */
 				printf("MSC: D%d ROLLBACK park: row %d stays at v%d\n", d, r, c_ver[r]);
@@ -1491,7 +1715,7 @@ end:	do
 #endif
 		:: break
 		fi
-	:: ops >= maxops -> break
+	:: HS_IDLE ops >= maxops -> break
 	od
 }
 
@@ -1639,6 +1863,8 @@ active proctype waiter()
 	byte ro = 0;
 	byte mv = 0;
 
+	bool found = false;
+
 	/* aw_waiter_register() */
 	d_step {
 		q_reg = true; q_queued = true;
@@ -1646,8 +1872,8 @@ active proctype waiter()
 	};
 	do
 	:: d_step {
-		/* ResetLatch(); aw_waiter_rearm() */
-		q_busy = true; q_ready = false; q_queued = true;
+		/* ResetLatch(); aw_set_last_hand(); aw_waiter_rearm() */
+		q_busy = true; q_ready = false; q_queued = true; q_late = false;
 		printf("MSC: Q probe\n")
 	   };
 		/* aw_claim_probe(): aw_set_topic_has_work(), then the round */
@@ -1661,41 +1887,46 @@ active proctype waiter()
 #if NR == 2
 		   || lockr[1] == WAITER_H
 #endif
-		   -> break
-		:: true -> printf("MSC: Q claims another row of the topic\n"); break
+		   -> found = true
+		:: true -> printf("MSC: Q claims another row of the topic\n"); found = true
 		:: lockr[0] != WAITER_H
 #if NR == 2
 		   && lockr[1] != WAITER_H
 #endif
-		   -> d_step {
-				/* found nothing: the subtransaction rolls back; WaitLatch() */
-				q_busy = false;
-				printf("MSC: Q found nothing, sleeps\n")
-			   };
+		   -> found = false
+		fi;
+		/*
+		 * the subtransaction ends (rolled back if it found nothing); then
+		 * aw_set_spender_release(hand): a record made after the claimer
+		 * read the hand number stays; found nothing: WaitLatch()
+		 */
+		d_step {
+			spender_release(false);
 			if
-			:: q_ready -> skip      /* woken: probe again */
-			:: true -> d_step { q_busy = true; printf("MSC: Q cancelled (ready %d)\n", q_ready) }; break
+			:: !found -> q_busy = false; printf("MSC: Q found nothing, sleeps\n")
+			:: else -> skip
 			fi
+		};
+		if
+		:: found -> break
+		:: else -> skip
+		fi;
+		if
+		:: q_ready -> skip      /* woken: probe again */
+		:: true -> d_step { q_busy = true; printf("MSC: Q cancelled (ready %d)\n", q_ready) }; break
 		fi
 	od;
 	skip;   /* spin: a break may not jump straight into a d_step */
 	/* aw_waiter_leave(), under the waiter lock: nobody to pass a wake to */
 	d_step {
 		printf("MSC: Q leave (ready %d)\n", q_ready);
-		q_reg = false; q_queued = false; q_ready = false
+		q_reg = false; q_queued = false; q_ready = false; found = false
 	};
-	/* ... then, if the topic has work, wake the worker */
-	d_step {
-#ifndef MUTANT_M7
-		if
-		:: slots > 0 || any_row(is_due) -> WAKE_WORKER; printf("MSC: Q the topic has work: wake the worker\n")
-		:: else -> skip
-		fi;
-#else
-		printf("MSC: Q leaves, the worker is not woken (M7)\n");
-#endif
-		skip
-	};
+	/*
+	 * ... then aw_set_spender_release(PG_UINT64_MAX): if it is the
+	 * spender, what is left goes to the worker (MUTANT_M7: not woken)
+	 */
+	d_step { spender_release(true) };
 	/* COMMIT of the claim's transaction */
 	d_step {
 		commit_round(WAITER_H, 'Q');

@@ -670,8 +670,9 @@ inline claim_once(mask, zz)
  * aw_claim_leave(unused) -> aw_waiter_leave(): off every queue, the wakes
  * of the topics in its inbox or in unused passed on, unregistered (a topic
  * nobody waits on any more loses its next fence).  No pulse slots are
- * modelled, so "the topic has work" is never true and the worker is not
- * woken.
+ * modelled, so no topic records the claimer as its spender here, and the
+ * release that follows (aw_set_spender_release) has nothing to give the
+ * worker.
  */
 inline leave(unused)
 {

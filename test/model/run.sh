@@ -7,14 +7,18 @@
 # Checks, each an exhaustive search by spin's verifier (safety: asserts,
 # the two G2 monitors, invalid end states):
 #   1. the model of the code as it is (commit 9287b99, with the fixes of
-#      F1-F7, F10, F11)                                   -> G2a, G2b, G3 and no
+#      F1-F7, F10, F11; one recorded spender, 3a95bdd and c65800e; the
+#      hand-off's own slot given back, 170c957; F13's proposed fix in
+#      every settle-and-take check but F13's own)                                   -> G2a, G2b, G3 and no
 #                                                  deadlock must hold
 #   2. the same, park()/fail() without a lease_token -> must hold
 #   3. the same with a claimer blocked on the topic, to which a committed
 #      pulse() is handed (-DWAITER, one pulse, 2 + 2 calls) -> must hold
 #   4. mutants M1..M7 (on top of 1; M5 and M6 without a lease_token, where
 #      F7 and F6 were found; M7 on top of 3) -> each must be rejected, by
-#                                                  the property it breaks
+#                                                  the property it breaks;
+#      the one recorded spender of a topic: M14 (on a 2-slot pulse handed
+#      to the claimer), M16 (on 3) -> rejected (one spender, G2b)
 #   5. the zero-gap hand-off (README: "The direct hand-off"): the
 #      claimer of 3 and complete()/fail() with next_rows (-DNEXT_ROWS)
 #      claim a parked row straight from its fence; they must hold (the
@@ -35,7 +39,7 @@
 #   7. mutants L1..L12, F8, F9, each on a configuration of 6 -> each must
 #      be rejected, by the property it breaks
 # The two models' checks run side by side (two lanes: this machine has two
-# cores; together about 4 minutes and under 2 GB).
+# cores; together about 6 minutes and under 4 GB).
 # With --full also: two rows and a two-slot pulse (about 20 s, 700 MB);
 # settle-and-take over two rows, finding F12 and its fix without a
 # lease_token (about 70 s, 1 GB), F12's fix with a locked oldest park
@@ -83,13 +87,14 @@ BASE="${MODEL_FLAGS:-}"
 # each check appends "pass" or "fail" here: the lanes run in subshells
 results=$work/results
 : >"$results"
-props="4 properties hold (G2a, G2b, G3, no deadlock"
+props="5 properties hold (G2a, G2b, G3, one spender, no deadlock"
 
 # the property an assertion of the model belongs to, from pan's message
 property_of() {
 	case $1 in
 	*g_live*) echo "G2a (a slot vanished or appeared)" ;;
 	*g7_twice*) echo "G7 (one freed slot brought back two rows)" ;;
+	*g_two*) echo "one spender (two rounds held the topic's slots at once)" ;;
 	*credit_until*) echo "G2b (a slot stranded beside a parked row)" ;;
 	*c_mask*) echo "G3 (took an entry whose fence is not committed)" ;;
 	*tk_ver*) echo "G3 (the re-offer moved a fence it did not park)" ;;
@@ -250,6 +255,7 @@ lane_limits() {
 	check_model "limits: 2 topics, limits 1 and 1, claimer 1 waits on both" $BASE $L_TOPICS
 	check_model "limits: the hand-off, a lease settled twice, a re-take, rolled back" $BASE $L_HAND
 	check_model "limits: a load after a restart that fails and is retried" $BASE $L_LOAD
+	check_model "limits: parks, deadlines" $BASE $L_PARK
 	if $full; then
 		check_model "limits: 2 claimers, 2 claims each, clock to 2" $BASE -DTMAX=2
 		check_model "limits: 2 claimers, limit 2" $BASE -DLIMIT=2 -DMAXCL1=1
@@ -262,7 +268,6 @@ lane_limits() {
 lane_limits2() {
 	model=aion_wake_limits.pml
 	props="5 properties hold (G8, G8x, G8w/G9, G9 pass-on, no deadlock"
-	check_model "limits: parks, deadlines" $BASE $L_PARK
 	check_mutant L1 G8x $BASE $L_TWO
 	check_mutant L2 G8 $BASE $L_THREE
 	check_mutant L3 G8w $BASE $L_LATE
@@ -291,7 +296,10 @@ lane_parking() {
 	check_model "code" $BASE
 	check_model "code, no lease_token" $BASE -DNULL_TOKEN -DNPULSE=1
 	check_model "code, a blocked claimer (WAITER)" $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
-	check_model "code, settle-and-take (NEXT_ROWS)" $BASE -DNEXT_ROWS
+	check_model "code, a blocked claimer, a 2-slot pulse" $BASE -DWAITER -DNPULSE=1 -DKSLOTS=2 -DMAXOPS1=1 -DTMAX=2
+	# F13 (README.md): the code's settle-and-take strands a credit; its
+	# proposed fix is in every check of it but F13's own
+	check_model "code + F13's proposed fix, settle-and-take (NEXT_ROWS)" $BASE -DNEXT_ROWS -DFIX_F13
 	check_mutant M1 G3 $BASE
 	check_mutant M2 G3 $BASE
 	check_mutant M3 G2a $BASE
@@ -300,21 +308,24 @@ lane_parking() {
 	check_mutant M6 G2b $BASE -DNULL_TOKEN -DNPULSE=1
 	check_mutant M7 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
 	check_mutant M8 G3 $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
-	check_mutant M9 G3 $BASE -DNEXT_ROWS
-	check_mutant M10 G2b $BASE -DNEXT_ROWS
+	check_mutant M9 G3 $BASE -DNEXT_ROWS -DFIX_F13
+	check_mutant M10 G2b $BASE -DNEXT_ROWS -DFIX_F13
 	# a locked oldest park needs dispatcher 2's third call (park it, then
 	# lock it again); F12's fix keeps F12 out of that configuration
-	check_mutant M11 G7 $BASE -DNEXT_ROWS -DMAXOPS2=3 -DTMAX=1 -DFIX_F12
-	check_mutant M12 G2a $BASE -DNEXT_ROWS
-	check_mutant M13 G2a $BASE -DNEXT_ROWS
+	check_mutant M11 G7 $BASE -DNEXT_ROWS -DMAXOPS2=3 -DTMAX=1 -DFIX_F12 -DFIX_F13
+	check_mutant M12 G2a $BASE -DNEXT_ROWS -DFIX_F13
+	check_mutant M13 G2a $BASE -DNEXT_ROWS -DFIX_F13
+	check_mutant M14 "one spender" $BASE -DWAITER -DNPULSE=1 -DKSLOTS=2 -DMAXOPS1=1 -DTMAX=2
+	check_mutant M16 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
 	check_finding F10 G2b $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2 -DFINDING_F10
-	check_finding F11 G2b $BASE -DNEXT_ROWS -DFINDING_F11
+	check_finding F11 G2b $BASE -DNEXT_ROWS -DFIX_F13 -DFINDING_F11
+	check_finding F13 G2b $BASE -DNEXT_ROWS
 	if $full; then
 		check_model "code, 2 rows, 2-slot pulse" $BASE -DNR=2 -DNPULSE=1 -DKSLOTS=2 -DMAXOPS1=2 -DMAXOPS2=2
-		check_model "code, settle-and-take, 2 rows" $BASE -DNR=2 -DNEXT_ROWS -DNPULSE=1 -DMAXOPS1=2 -DMAXOPS2=2
-		check_finding F12 G2b $BASE -DNEXT_ROWS -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
-		check_model "code + F12's proposed fix, settle-and-take, no lease_token" $BASE -DNEXT_ROWS -DFIX_F12 -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
-		check_model "code + F12's proposed fix, settle-and-take, a locked oldest park" $BASE -DNEXT_ROWS -DMAXOPS2=3 -DTMAX=1 -DFIX_F12
+		check_model "code + F13's fix, settle-and-take, 2 rows" $BASE -DNR=2 -DNEXT_ROWS -DFIX_F13 -DNPULSE=1 -DMAXOPS1=2 -DMAXOPS2=2
+		check_finding F12 G2b $BASE -DNEXT_ROWS -DFIX_F13 -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
+		check_model "code + F12's and F13's proposed fixes, settle-and-take, no lease_token" $BASE -DNEXT_ROWS -DFIX_F12 -DFIX_F13 -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
+		check_model "code + F12's and F13's proposed fixes, settle-and-take, a locked oldest park" $BASE -DNEXT_ROWS -DMAXOPS2=3 -DTMAX=1 -DFIX_F12 -DFIX_F13
 	fi
 }
 
