@@ -1442,6 +1442,26 @@ aw_entry_taken_by_me(AwEntry *e, const AwTake *take)
 }
 
 /*
+ * The state in which an entry a round held goes back to its topic: like a
+ * confirming park, it takes a live credit if there is one and is then due
+ * (its slot).  While the round held it the entry was not confirmed, so a
+ * pulse that came meanwhile found nothing to spend and became that credit;
+ * without this the slot would expire beside the row (G2).  Caller holds
+ * the set lock exclusively.
+ */
+static AwState
+aw_entry_back_state(AwTopic *t, TimestampTz now)
+{
+	if (t->credit > 0 && now < t->credit_until)
+	{
+		t->credit--;
+		aw_shared->counters.credits_used++;
+		return AW_DUE;
+	}
+	return AW_CONFIRMED;
+}
+
+/*
  * Settle a round with the outcomes of its compare-and-set.  A row moved:
  * its entry leaves the set.  A row that changed since its park: its entry
  * is dropped.  A row still parked at its fence was either locked (by a
@@ -1450,7 +1470,8 @@ aw_entry_taken_by_me(AwEntry *e, const AwTake *take)
  * entries keep one each and are retried after a short, growing delay (so
  * that if the lock holder rolls back the row is still re-offered, and if it
  * changes the row its forget at commit gives the slot back); the others go
- * back to the confirmed list.  The caller's own slots are the exception:
+ * back to the confirmed list, taking a live credit if there is one
+ * (aw_entry_back_state).  The caller's own slots are the exception:
  * what the rows moved did not spend of them is handed back in b->own_left,
  * and no entry keeps one.  Slots the round did not use at all go back to
  * the topic, for the caller's next round to spend (G2).  An entry that a
@@ -1514,6 +1535,11 @@ aw_set_settle(AwTakeBatch *b)
 					aw_entry_set_state(e, AW_DUE);
 					wake_worker = true; /* it must learn of the retry time */
 				}
+				else if (aw_entry_back_state(e->topic, now) == AW_DUE)
+				{
+					aw_entry_set_state(e, AW_DUE);
+					wake_worker = true;
+				}
 				else
 					aw_entry_set_state(e, AW_CONFIRMED);
 				break;
@@ -1543,7 +1569,8 @@ aw_set_settle(AwTakeBatch *b)
  * moved rows are parked again, their UPDATE rolled back: their entries come
  * back holding a slot each, to be re-offered at once (G2) -- but for those
  * the caller's own slots moved (a hand-off's freed slot, which a rollback
- * of the settle unmakes): they come back confirmed, holding none.  Either
+ * of the settle unmakes): they come back confirmed, holding none of those,
+ * though like any entry given back they take a live credit.  Either
  * way the worker must look: at the slots and due entries left
  * (AW_WAKE_WORKER), since no next round of this caller will.  Never
  * raises.
@@ -1553,6 +1580,7 @@ aw_set_undo_take(AwTakeBatch *b)
 {
 	int			i;
 	int			own_moved;
+	TimestampTz now = GetCurrentTimestamp();
 
 	if (!b->settled)
 	{
@@ -1586,7 +1614,7 @@ aw_set_undo_take(AwTakeBatch *b)
 		if (own_moved > 0)
 		{
 			own_moved--;
-			aw_entry_link(e, AW_CONFIRMED);
+			aw_entry_link(e, aw_entry_back_state(t, now));
 		}
 		else
 			aw_entry_link(e, AW_DUE);
