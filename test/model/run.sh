@@ -8,7 +8,7 @@
 # the two G2 monitors, invalid end states):
 #   1. the model of the code as it is (commit 9287b99, with the fixes of
 #      F1-F7, F10, F11; one recorded spender, 3a95bdd and c65800e; the
-#      hand-off's own slot given back, 170c957; F13's proposed fix in
+#      hand-off's own slot given back, 170c957; F13's fix, 423058e, in
 #      every settle-and-take check but F13's own)                                   -> G2a, G2b, G3 and no
 #                                                  deadlock must hold
 #   2. the same, park()/fail() without a lease_token -> must hold
@@ -297,9 +297,9 @@ lane_parking() {
 	check_model "code, no lease_token" $BASE -DNULL_TOKEN -DNPULSE=1
 	check_model "code, a blocked claimer (WAITER)" $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
 	check_model "code, a blocked claimer, a 2-slot pulse" $BASE -DWAITER -DNPULSE=1 -DKSLOTS=2 -DMAXOPS1=1 -DTMAX=2
-	# F13 (README.md): the code's settle-and-take strands a credit; its
-	# proposed fix is in every check of it but F13's own
-	check_model "code + F13's proposed fix, settle-and-take (NEXT_ROWS)" $BASE -DNEXT_ROWS -DFIX_F13
+	# F13 (README.md): the settle-and-take stranded a credit before
+	# 423058e; its fix is in every check of it but F13's own
+	check_model "code, settle-and-take (NEXT_ROWS, F13 fixed)" $BASE -DNEXT_ROWS -DFIX_F13
 	check_mutant M1 G3 $BASE
 	check_mutant M2 G3 $BASE
 	check_mutant M3 G2a $BASE
