@@ -138,18 +138,7 @@ BEGIN;
 SELECT aion_wake.reoffer('park', 1);
 SELECT count(*) FROM aion_wake.parked WHERE dispatch_key = 'p2';
 ROLLBACK;
-DO $$
-BEGIN
-	FOR i IN 1 .. 6000 LOOP
-		EXIT WHEN EXISTS (SELECT FROM aion_wake.outbox
-						   WHERE dispatch_key = 'p2' AND parked_at IS NULL)
-			  AND NOT EXISTS (SELECT FROM aion_wake.parked WHERE dispatch_key = 'p2');
-		IF i = 6000 THEN
-			RAISE EXCEPTION 'the worker did not re-offer p2 within 60 s';
-		END IF;
-		PERFORM pg_sleep(0.01);
-	END LOOP;
-END $$;
+CALL wait_reoffered('p2');
 SELECT attempt, visible_after <= clock_timestamp() AS visible
   FROM aion_wake.outbox WHERE dispatch_key = 'p2';
 

@@ -64,18 +64,7 @@ RESET ROLE;
 -- until the re-offer has committed and left the set, so that sec1 is
 -- claimable now (the application role takes and completes it) and is not
 -- moved ahead of the seclim rows while the claims below run
-DO $$
-BEGIN
-	FOR i IN 1 .. 6000 LOOP
-		EXIT WHEN EXISTS (SELECT FROM aion_wake.outbox
-						   WHERE dispatch_key = 'sec1' AND parked_at IS NULL)
-			  AND NOT EXISTS (SELECT FROM aion_wake.parked WHERE dispatch_key = 'sec1');
-		IF i = 6000 THEN
-			RAISE EXCEPTION 'the pulse did not re-offer sec1 within 60 s';
-		END IF;
-		PERFORM pg_sleep(0.01);
-	END LOOP;
-END $$;
+CALL wait_reoffered('sec1');
 SET ROLE aw_app;
 SELECT dispatch_key, parked_at IS NULL AS unparked FROM aion_wake.claim('sec');
 SELECT aion_wake.complete('sec1');

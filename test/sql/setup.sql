@@ -13,3 +13,20 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN
 	RETURN SQLSTATE || ': ' || SQLERRM;
 END $$;
+
+-- wait_reoffered(key): wait (10 ms steps, at most 60 s) until the worker
+-- has re-offered the row key in its own time: unparked, and its entry gone
+-- from the set.  For checks that must not read the row before the worker
+-- has acted on it.
+CREATE OR REPLACE PROCEDURE wait_reoffered(key text) LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN 1 .. 6000 LOOP
+		EXIT WHEN EXISTS (SELECT FROM aion_wake.outbox
+						   WHERE dispatch_key = key AND parked_at IS NULL)
+			  AND NOT EXISTS (SELECT FROM aion_wake.parked WHERE dispatch_key = key);
+		IF i = 6000 THEN
+			RAISE EXCEPTION 'the worker did not re-offer % within 60 s', key;
+		END IF;
+		PERFORM pg_sleep(0.01);
+	END LOOP;
+END $$;
