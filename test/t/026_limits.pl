@@ -71,20 +71,12 @@ shared_preload_libraries = 'aion_wake, pg_stat_statements'
 pg_stat_statements.track = all
 });
 
+aw_create_sqlstate_of($node);
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION pg_stat_statements;
 -- events whose commit time the test measures from
 CREATE TABLE public.ev (name text PRIMARY KEY);
--- the SQLSTATE a statement raises, 'ok' if none
-CREATE FUNCTION public.sqlstate_of(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE stmt;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE;
-END
-$$;
 });
 
 # -- helpers ------------------------------------------------------------

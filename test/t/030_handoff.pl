@@ -115,15 +115,6 @@ END
 $$;
 CREATE TRIGGER upd_log AFTER UPDATE ON aion_wake.outbox
 	FOR EACH ROW WHEN (NEW.topic <> 'ld') EXECUTE FUNCTION public.upd_log();
--- the SQLSTATE a statement raises, 'ok' if none
-CREATE FUNCTION public.sqlstate_of(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE stmt;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE;
-END
-$$;
 -- a second claimer: claims of a topic (not waiting) in a tight loop, each
 -- in a transaction of its own, until public.stop names the topic; what it
 -- got goes to public.raced
@@ -149,6 +140,7 @@ $$;
 CREATE TABLE public.ev (name text PRIMARY KEY);
 };
 $node->safe_psql('postgres', $ledger_sql);
+aw_create_sqlstate_of($node);
 
 # -- helpers ------------------------------------------------------------
 

@@ -36,17 +36,7 @@ statement_timeout = '150s'
 aion_wake.max_leases = $pool
 });
 
-$node->safe_psql(
-	'postgres', q{
-CREATE FUNCTION public.sqlstate_of(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE stmt;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE;
-END
-$$;
-});
+aw_create_sqlstate_of($node);
 
 sub sql
 {

@@ -40,7 +40,7 @@ our @EXPORT = qw(aw_node aw_preload aw_create_extension aw_session aw_start aw_d
   aw_finish aw_status aw_wait_status aw_worker_pid aw_wait_new_worker aw_poll_waiters
   aw_park_rows aw_wait_reoffered aw_reoffered aw_still_parked aw_confirmed
   aw_wait_confirmed aw_poll_for aw_waiter aw_server_major aw_wait_event
-  aw_limit_of aw_live_leases aw_finish_rows aw_taken_promptly);
+  aw_limit_of aw_live_leases aw_finish_rows aw_taken_promptly aw_create_sqlstate_of);
 
 # A new cluster with aion_wake in shared_preload_libraries, started.
 # Options:
@@ -335,6 +335,23 @@ sub aw_poll_for
 		return 0 if Time::HiRes::time() >= $end;
 		Time::HiRes::usleep(100_000);
 	}
+}
+
+# public.sqlstate_of(stmt) in database $db (default 'postgres'): run stmt
+# and return the SQLSTATE it raised, 'ok' if none.
+sub aw_create_sqlstate_of
+{
+	my ($node, $db) = @_;
+	$node->safe_psql($db // 'postgres', q{
+CREATE FUNCTION public.sqlstate_of(stmt text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE stmt;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE;
+END
+$$;});
+	return;
 }
 
 # "max_in_flight/in_flight" of a topic, '-' for null (or no topic row)
