@@ -25,7 +25,8 @@
 #   - every park and complete acknowledged on the old primary is on the new
 #     one (synchronous replication);
 #   - before any dispatcher reconnects, the rows parked on the old primary
-#     are parked on the new one (parked_at set, fence an hour ahead, the
+#     at the stop (counted under a lock that holds the outbox still) are
+#     exactly the rows parked on the new one (parked_at set, fence an hour ahead, the
 #     lease_token of a park committed there), the new primary's worker has
 #     rebuilt its set from them, fences included, and nothing has been
 #     re-offered yet;
@@ -166,7 +167,29 @@ SELECT (SELECT count(*) FROM pg_stat_activity WHERE application_name = 'aw_dispa
 
 # --- failover ----------------------------------------------------------------------
 
+# Hold the outbox still for the count the new primary must match: a
+# session's EXCLUSIVE lock waits for the writes in flight and blocks the
+# dispatchers' next ones (a claim waits at most 0.5 s), so the rows parked
+# under the lock are exactly the rows parked at the stop.  Replication is
+# synchronous, so every one of them reached the standby.  The dispatchers
+# stay connected, blocked mid-load, when the primary stops.
+my $hold = aw_session($primary);
+my $parked_at_stop = 0;
+my $hold_deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+while (time < $hold_deadline)
+{
+	$hold->query_safe('BEGIN');
+	$hold->query_safe('LOCK TABLE aion_wake.outbox IN EXCLUSIVE MODE');
+	$parked_at_stop = $hold->query_safe(
+		'SELECT count(*) FROM aion_wake.outbox WHERE parked_at IS NOT NULL');
+	chomp $parked_at_stop;
+	last if $parked_at_stop >= 15;
+	$hold->query_safe('ROLLBACK');
+}
+cmp_ok($parked_at_stop, '>=', 15, "the old primary holds $parked_at_stop parked rows at the stop");
+
 $primary->stop('immediate');
+eval { $hold->quit; 1 };
 finish_dispatchers($load);
 $standby->promote;
 ok($standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
@@ -201,7 +224,7 @@ SELECT dispatch_key, lease_token, visible_after, parked_at
   FROM aion_wake.outbox WHERE parked_at IS NOT NULL});
 my $nparked = $standby->safe_psql('postgres',
 	'SELECT count(*) FROM public.aw_parked_at_failover');
-cmp_ok($nparked, '>=', 15, "rows parked on the old primary are parked on the new one ($nparked)");
+is($nparked, $parked_at_stop, "the rows parked on the old primary are parked on the new one ($nparked)");
 is( $standby->safe_psql(
 		'postgres', qq{
 SELECT count(*) FROM public.aw_parked_at_failover f
