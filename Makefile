@@ -25,7 +25,7 @@ OBJS = \
 	src/worker_slots.o \
 	src/xact.o
 
-DATA = sql/aion_wake--1.0.sql sql/aion_wake--1.0--1.1.sql
+DATA = sql/aion_wake--1.0.sql sql/aion_wake--1.0--1.1.sql sql/aion_wake--1.1--1.2.sql
 PGFILEDESC = "aion_wake - parked outbox rows re-offered when capacity frees"
 
 PG_CPPFLAGS = -Iinclude -I$(libpq_srcdir)

@@ -26,7 +26,7 @@ $node->safe_psql('postgres', 'CREATE EXTENSION aion_wake');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'"),
-	'1.1',
+	'1.2',
 	'CREATE EXTENSION succeeds without shared_preload_libraries');
 
 # Run one statement with verbose errors, so stderr carries the SQLSTATE.

@@ -1,13 +1,15 @@
 # Copyright (c) 2026, aion_wake authors
 #
-# 028_upgrade.pl: the update path from 1.0 (README.md, Deploying:
-# Upgrading; every schema change ships an update script that CI runs).
+# 028_upgrade.pl: the update paths 1.0 -> 1.1 -> 1.2 and 1.1 -> 1.2
+# (README.md, Deploying: Upgrading; every schema change ships an update
+# script that CI runs).
 #
 #   (a) CREATE EXTENSION aion_wake VERSION '1.0': the library serves the 1.0
 #       schema; enqueue, claim (a waiting one too), park, a pulse's re-offer,
 #       complete, fail and dead_letter all work on it;
 #   (b) with rows enqueued, delayed, leased, parked (confirmed, with their
-#       fences), failed and dead-lettered, ALTER EXTENSION aion_wake UPDATE:
+#       fences), failed and dead-lettered, ALTER EXTENSION aion_wake UPDATE
+#       TO '1.1':
 #       every row keeps every 1.0 column (fence, attempt, parked_at, lease
 #       token ...), the dead letters too, the parks stay in the set, and a
 #       pulse after the update re-offers the oldest of them;
@@ -16,7 +18,11 @@
 #       under 1.0 count against it), a lease's end wakes a blocked claimer
 #       on time, and a session that used the 1.0 schema before the update
 #       takes leases that count;
-#   (d) the updated schema equals a fresh 1.1 install: pg_dump
+#   (d) ALTER EXTENSION aion_wake UPDATE takes it on to 1.2: every row and
+#       park kept, the limits and their leases too, the same worker, the
+#       status view's 1.2 column; a database created at 1.1 updates to 1.2
+#       the same way;
+#   (e) both updated schemas equal a fresh 1.2 install: pg_dump
 #       --schema-only of both databases, plain and --binary-upgrade (which
 #       dumps the extension's own objects one by one), and the columns of
 #       every table, in order.  Normalised, because they must differ
@@ -43,10 +49,11 @@ use AionWake::Test;
 my $prompt = 0.2;
 
 # statement_timeout: a statement that hangs fails its test, not the run
-my $node = aw_node('upgrade', databases => 'up', create => 0,
+my $node = aw_node('upgrade', databases => 'up, up11', create => 0,
 	conf => "statement_timeout = '90s'\n");
 $node->safe_psql('postgres', 'CREATE DATABASE up');
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('postgres', 'CREATE DATABASE up11');
 
 sub up
 {
@@ -122,9 +129,9 @@ SELECT string_agg(format('%s|%s|%s|%s|%s|%s', dispatch_key, topic, attempt, stat
 my ($rows0, $dead0, $parked0) = (up($rows_sql), up($dead_sql), up($parked_sql));
 my $seq0 = up('SELECT last_value FROM aion_wake.lease_token_seq');
 
-up('ALTER EXTENSION aion_wake UPDATE');
+up(q{ALTER EXTENSION aion_wake UPDATE TO '1.1'});
 is(up(q{SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'}),
-	'1.1', '(b) ALTER EXTENSION aion_wake UPDATE makes it 1.1');
+	'1.1', q{(b) ALTER EXTENSION aion_wake UPDATE TO '1.1' makes it 1.1});
 is(up($rows_sql), $rows0,
 	'(b) every outbox row keeps its fence, attempt, last_error, lease token and parked_at');
 is(up($dead_sql), $dead0, '(b) the dead letters are intact');
@@ -184,13 +191,58 @@ is($old->query_safe(q{SELECT leased_until IS NOT NULL FROM aion_wake.claim('t2',
 up(q{SELECT aion_wake.set_limit('t2', 1)});
 is($old->query_safe(q{SELECT count(*) FROM aion_wake.claim('t2', 5, '1 hour')}),
 	'0', '(c) its lease counts: the limit of 1 grants nothing more');
+
+# -- (d) on to 1.2 ---------------------------------------------------------
+my $status_cols = q{
+SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
+ WHERE attrelid = 'aion_wake.status'::regclass AND attnum > 0};
+unlike(up($status_cols), qr/limits_not_loaded/, '(d) the 1.1 status view has no limits_not_loaded');
+ok(up(q{SELECT leases >= 0 FROM aion_wake.status}), '(d) and the 1.2 library serves it');
+my $rows11_sql = q{
+SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s|%s|%s|%s', dispatch_key, topic, payload, attempt,
+       visible_after, enqueued_at, last_error, lease_token, parked_at, leased_until), E'\n'
+       ORDER BY dispatch_key)
+  FROM aion_wake.outbox};
+my $limits_sql = q{
+SELECT string_agg(format('%s|%s|%s', topic, max_in_flight, in_flight), ',' ORDER BY topic)
+  FROM aion_wake.topics WHERE max_in_flight IS NOT NULL};
+my ($rows1, $dead1, $parked1, $limits1) =
+  (up($rows11_sql), up($dead_sql), up($parked_sql), up($limits_sql));
+up('ALTER EXTENSION aion_wake UPDATE');
+is(up(q{SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'}),
+	'1.2', '(d) ALTER EXTENSION aion_wake UPDATE makes it 1.2');
+is(up($rows11_sql), $rows1, '(d) every outbox row is kept, leased_until too');
+is(up($dead_sql), $dead1, '(d) the dead letters are intact');
+is(up($parked_sql), $parked1, '(d) the parks are still in the set');
+is(up($limits_sql), $limits1, '(d) the limits and their leases are kept');
+is(up(q{SELECT worker_pid FROM aion_wake.status}), $worker,
+	'(d) the same worker serves the 1.2 schema');
+like(up($status_cols), qr/,leases,limits_not_loaded$/,
+	'(d) the status view ends with limits_not_loaded');
+is(up(q{SELECT limits_not_loaded >= 0 FROM aion_wake.status}), 't', '(d) and fills it');
+is($old->query_safe(q{SELECT limits_not_loaded >= 0 FROM aion_wake.status}),
+	't', '(d) a session that used 1.1 before the update reads it too');
 $old->quit;
 $w->quit;
 
-# -- (d) the same schema as a fresh install -------------------------------
+$node->safe_psql('up11', q{CREATE EXTENSION aion_wake VERSION '1.1'});
+$node->safe_psql('up11', q{SELECT aion_wake.set_limit('x', 2)});
+is($node->safe_psql('up11', q{SELECT aion_wake.enqueue('a', '{}', 'x')}),
+	't', '(d) a database at 1.1, with a limit and a row');
+my ($tok11) = $node->safe_psql('up11', q{SELECT lease_token FROM aion_wake.claim('x', 1, '1 hour')});
+$node->safe_psql('up11', 'ALTER EXTENSION aion_wake UPDATE');
+is( $node->safe_psql('up11', q{SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'}),
+	'1.2', '(d) updates from 1.1 to 1.2');
+is( $node->safe_psql('up11', q{
+SELECT max_in_flight || '/' || in_flight FROM aion_wake.topics WHERE topic = 'x'}),
+	'2/1', '(d) keeping its limit and lease');
+is($node->safe_psql('up11', "SELECT aion_wake.complete('a', $tok11)"),
+	't', '(d) and the lease taken under 1.1 settles under 1.2');
+
+# -- (e) the same schema as a fresh install -------------------------------
 $node->safe_psql('fresh', 'CREATE EXTENSION aion_wake');
 is($node->safe_psql('fresh', q{SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'}),
-	'1.1', '(d) a fresh install is 1.1');
+	'1.2', '(e) a fresh install is 1.2');
 
 my $columns_sql = q{
 SELECT string_agg(format('%s.%s: %s %s %s %s', c.relname, a.attnum, a.attname,
@@ -202,9 +254,11 @@ SELECT string_agg(format('%s.%s: %s %s %s %s', c.relname, a.attnum, a.attname,
   LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
  WHERE n.nspname = 'aion_wake' AND a.attnum > 0 AND NOT a.attisdropped};
 is(up($columns_sql), $node->safe_psql('fresh', $columns_sql),
-	'(d) every table and view has the same columns, in the same order');
-like(up($columns_sql), qr/^outbox\.10: leased_until /m, '(d) leased_until is the last column of outbox');
-like(up($columns_sql), qr/^dead_letters\.12: leased_until /m, '(d) and of dead_letters');
+	'(e) every table and view has the same columns, in the same order');
+is($node->safe_psql('up11', $columns_sql), $node->safe_psql('fresh', $columns_sql),
+	'(e) from 1.1 too');
+like(up($columns_sql), qr/^outbox\.10: leased_until /m, '(e) leased_until is the last column of outbox');
+like(up($columns_sql), qr/^dead_letters\.12: leased_until /m, '(e) and of dead_letters');
 
 sub dump_schema
 {
@@ -234,29 +288,35 @@ sub normalise
 	return $dump;
 }
 
-my ($plain_up, $plain_fresh) = (dump_schema('up'), dump_schema('fresh'));
-like($plain_up, qr/CREATE EXTENSION IF NOT EXISTS aion_wake/, '(d) the plain dump names the extension');
-is(normalise($plain_up, 'up'), normalise($plain_fresh, 'fresh'),
-	'(d) pg_dump --schema-only: the same');
+my ($plain_fresh, $bin_fresh) =
+  (dump_schema('fresh'), dump_schema('fresh', '--binary-upgrade'));
+my $n_fresh = normalise($bin_fresh, 'fresh');
+for my $db ('up', 'up11')
+{
+	my $plain = dump_schema($db);
+	like($plain, qr/CREATE EXTENSION IF NOT EXISTS aion_wake/,
+		"(e) $db: the plain dump names the extension");
+	is(normalise($plain, $db), normalise($plain_fresh, 'fresh'),
+		"(e) $db: pg_dump --schema-only: the same");
 
-my ($bin_up, $bin_fresh) =
-  (dump_schema('up', '--binary-upgrade'), dump_schema('fresh', '--binary-upgrade'));
-like($bin_up, qr/CREATE TABLE aion_wake\.limits/,
-	'(d) the --binary-upgrade dump holds the extension\'s own objects');
-my ($n_up, $n_fresh) = (normalise($bin_up, 'up'), normalise($bin_fresh, 'fresh'));
-if ($n_up eq $n_fresh)
-{
-	pass('(d) pg_dump --schema-only --binary-upgrade: the same, once normalised');
-}
-else
-{
-	my $dir = $PostgreSQL::Test::Utils::tmp_check;
-	PostgreSQL::Test::Utils::append_to_file("$dir/028_up.sql", $n_up);
-	PostgreSQL::Test::Utils::append_to_file("$dir/028_fresh.sql", $n_fresh);
-	my ($diff) = ('');
-	IPC::Run::run([ 'diff', '-u', "$dir/028_fresh.sql", "$dir/028_up.sql" ], '>', \$diff);
-	fail('(d) pg_dump --schema-only --binary-upgrade: the same, once normalised');
-	diag(length($diff) > 4000 ? substr($diff, 0, 4000) : $diff);
+	my $bin = dump_schema($db, '--binary-upgrade');
+	like($bin, qr/CREATE TABLE aion_wake\.limits/,
+		"(e) $db: the --binary-upgrade dump holds the extension's own objects");
+	my $n_up = normalise($bin, $db);
+	if ($n_up eq $n_fresh)
+	{
+		pass("(e) $db: pg_dump --schema-only --binary-upgrade: the same, once normalised");
+	}
+	else
+	{
+		my $dir = $PostgreSQL::Test::Utils::tmp_check;
+		PostgreSQL::Test::Utils::append_to_file("$dir/028_$db.sql", $n_up);
+		PostgreSQL::Test::Utils::append_to_file("$dir/028_fresh.sql", $n_fresh);
+		my ($diff) = ('');
+		IPC::Run::run([ 'diff', '-u', "$dir/028_fresh.sql", "$dir/028_$db.sql" ], '>', \$diff);
+		fail("(e) $db: pg_dump --schema-only --binary-upgrade: the same, once normalised");
+		diag(length($diff) > 4000 ? substr($diff, 0, 4000) : $diff);
+	}
 }
 
 $node->stop;

@@ -1,0 +1,41 @@
+/* aion_wake--1.1--1.2.sql */
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION aion_wake UPDATE TO '1.2'" to load this file. \quit
+
+-- Version 1.2.  A fresh CREATE EXTENSION runs aion_wake--1.0.sql, then
+-- aion_wake--1.0--1.1.sql, then this script, so a fresh install and an
+-- updated one are the same schema, new columns last.  As before, every
+-- object is schema-qualified and every operator is written
+-- OPERATOR(pg_catalog.x).
+
+-- The status view gains limits_not_loaded (claims of a limited topic whose
+-- limit was not loaded yet): drop and make it again.  The library fills
+-- the column only when the function's result has it, so it serves a 1.1
+-- schema as before.
+ALTER EXTENSION aion_wake DROP VIEW aion_wake.status;
+ALTER EXTENSION aion_wake DROP FUNCTION aion_wake.status_internal();
+DROP VIEW aion_wake.status;
+DROP FUNCTION aion_wake.status_internal();
+
+CREATE FUNCTION aion_wake.status_internal(
+	OUT worker_pid int, OUT worker_database name, OUT served boolean,
+	OUT listening boolean, OUT listen_error text, OUT capacity int,
+	OUT parked_pending bigint, OUT parked_confirmed bigint, OUT waiters int,
+	OUT pulses_received bigint, OUT slots_received bigint,
+	OUT rows_reoffered bigint, OUT wakes_deferred bigint, OUT bad_pulses bigint,
+	OUT set_full bigint, OUT fences_expired bigint, OUT unfenced_expired bigint,
+	OUT credits_used bigint, OUT slots_returned bigint,
+	OUT last_pulse_at timestamptz, OUT started_at timestamptz,
+	OUT pulses_ignored bigint, OUT leases_expired bigint,
+	OUT lease_capacity int, OUT leases bigint,
+	OUT limits_not_loaded bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'aw_status'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW aion_wake.status AS SELECT * FROM aion_wake.status_internal();
+
+REVOKE ALL ON FUNCTION aion_wake.status_internal() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aion_wake.status_internal() TO PUBLIC;
+GRANT SELECT ON aion_wake.status TO PUBLIC;
