@@ -39,3 +39,39 @@ CREATE VIEW aion_wake.status AS SELECT * FROM aion_wake.status_internal();
 REVOKE ALL ON FUNCTION aion_wake.status_internal() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION aion_wake.status_internal() TO PUBLIC;
 GRANT SELECT ON aion_wake.status TO PUBLIC;
+
+-- Per topic, from the table: the rows claimable now (counted up to
+-- count_up_to) and how long the oldest of them has been claimable.  The
+-- topics come from a skip scan of outbox_topic_visible_idx and each count
+-- and age from one probe of it, so the cost grows with the topics, not
+-- with the rows.  It runs with the caller's rights and reads only the
+-- columns topic and visible_after: a monitoring role needs SELECT on those
+-- two, never on the payloads (README, Monitoring).
+CREATE FUNCTION aion_wake.backlog(count_up_to int DEFAULT 1000,
+								  OUT topic text, OUT claimable bigint,
+								  OUT oldest_claimable_age interval)
+RETURNS SETOF record
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+WITH RECURSIVE t(topic) AS (
+	SELECT pg_catalog.min(o.topic) FROM aion_wake.outbox o
+  UNION ALL
+	SELECT (SELECT pg_catalog.min(o.topic) FROM aion_wake.outbox o
+			 WHERE o.topic OPERATOR(pg_catalog.>) t.topic)
+	  FROM t WHERE t.topic IS NOT NULL
+)
+SELECT t.topic,
+	   (SELECT pg_catalog.count(*) FROM
+		  (SELECT 1 FROM aion_wake.outbox o
+			WHERE o.topic OPERATOR(pg_catalog.=) t.topic
+			  AND o.visible_after OPERATOR(pg_catalog.<=) pg_catalog.now()
+			LIMIT count_up_to) c),
+	   pg_catalog.now() OPERATOR(pg_catalog.-)
+		 (SELECT pg_catalog.min(o.visible_after) FROM aion_wake.outbox o
+		   WHERE o.topic OPERATOR(pg_catalog.=) t.topic
+			 AND o.visible_after OPERATOR(pg_catalog.<=) pg_catalog.now())
+  FROM t
+ WHERE t.topic IS NOT NULL
+$$;
+REVOKE ALL ON FUNCTION aion_wake.backlog(int) FROM PUBLIC;
