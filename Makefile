@@ -12,6 +12,7 @@ OBJS = \
 	src/claim.o \
 	src/fence_heap.o \
 	src/limits.o \
+	src/listener.o \
 	src/outbox.o \
 	src/parked_set.o \
 	src/plans.o \

@@ -6,17 +6,9 @@
  *	  The worker rebuilds the parked set from the table when it starts,
  *	  spends the pulses that backends leave on the topics' counters (setting
  *	  its latch at COMMIT), expires entries whose fence has passed, and
- *	  receives raw NOTIFY aion_wake_capacity pulses.  Core refuses LISTEN in
- *	  a background process, so for the NOTIFY wire the worker holds one libpq
- *	  connection to its own server over the Unix socket and waits on its
- *	  socket together with its latch.
- *
- *	  That connection is an ordinary client backend, which would hold up a
- *	  smart shutdown forever: the postmaster waits for client backends to
- *	  leave before it stops background workers.  The worker therefore
- *	  watches postmaster.pid (with inotify, so idle costs nothing), where the
- *	  postmaster writes "stopping" when a shutdown begins, and then closes
- *	  the connection for good.
+ *	  spends raw NOTIFY aion_wake_capacity pulses.  The connection that
+ *	  receives those, and its part of the wait, are src/listener.c's; the
+ *	  worker parses each payload it hands over (aw_handle_raw_pulse).
  *
  *	  With nothing to do the worker sleeps until an event, or until the
  *	  next fence it must expire (G5).  Errors end the process; the
@@ -31,28 +23,17 @@
  */
 #include "postgres.h"
 
-#include <unistd.h>
-#ifdef __linux__
-#include <sys/inotify.h>
-#define AW_HAVE_INOTIFY 1
-#endif
-
 #include "access/genam.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/xact.h"
-#include "catalog/pg_authid.h"
 #include "catalog/pg_extension.h"
 #include "executor/spi.h"
-#include "libpq-fe.h"
-#include "libpq/libpq-be-fe-helpers.h"
 #include "miscadmin.h"
 #include "nodes/value.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
-#include "postmaster/postmaster.h"
-#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
@@ -62,14 +43,13 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
-#include "utils/pidfile.h"
 #include "utils/rel.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
-#include "utils/varlena.h"
 
 #include "aion_wake.h"
+#include "aw_listener.h"
 #include "aw_pulse_parse.h"
 #include "aw_reoffer.h"
 #include "aw_limits.h"
@@ -81,9 +61,6 @@
 
 /* restart delay after a failure, seconds */
 #define AW_WORKER_RESTART_SECS	2
-/* bounds of the delay between attempts to open the listening connection */
-#define AW_CONNECT_MIN_MS		1000
-#define AW_CONNECT_MAX_MS		60000
 /* at most one log line per this many ms for malformed pulses */
 #define AW_BAD_PULSE_LOG_MS		10000
 /* how often the worker tries again to load limits it could not */
@@ -105,16 +82,6 @@ typedef struct AwUnknownPulse
 
 static AwWorkerSlot *aw_slot = NULL;
 static HTAB *aw_unknown_pulses = NULL;
-
-static PGconn *aw_conn = NULL;
-static TimestampTz aw_next_connect = 0;
-static int	aw_connect_delay_ms = AW_CONNECT_MIN_MS;
-static bool aw_stopping = false;
-static int	aw_inotify_fd = -1;
-static bool aw_pid_file_changed = true;
-static uint32 aw_conn_generation = 0;
-static char *aw_login_role = NULL;
-static char aw_conn_role[NAMEDATALEN];	/* role of the open connection */
 
 /*
  * Register one worker per database.  Called from _PG_init in the postmaster.
@@ -145,22 +112,9 @@ aw_register_workers(void)
 }
 
 static void
-aw_publish_listen_state(bool listening, const char *error)
-{
-	SpinLockAcquire(&aw_slot->mutex);
-	aw_slot->listening = listening;
-	strlcpy(aw_slot->listen_error, error ? error : "", sizeof(aw_slot->listen_error));
-	SpinLockRelease(&aw_slot->mutex);
-}
-
-static void
 aw_worker_detach(int code, Datum arg)
 {
-	if (aw_conn != NULL)
-	{
-		PQfinish(aw_conn);
-		aw_conn = NULL;
-	}
+	aw_listener_exit();
 	SpinLockAcquire(&aw_slot->mutex);
 	aw_slot->pid = 0;
 	aw_slot->procno = -1;
@@ -170,174 +124,9 @@ aw_worker_detach(int code, Datum arg)
 }
 
 /* ---------------------------------------------------------------------
- * Smart shutdown: watch postmaster.pid for the "stopping" status.
+ * Raw pulses, as the listener hands them over.
  * ---------------------------------------------------------------------
  */
-
-/* Has the postmaster begun to shut down?  Reads line 8 of postmaster.pid. */
-static bool
-aw_postmaster_stopping(void)
-{
-	char		path[MAXPGPATH];
-	char		buf[1024];
-	FILE	   *f;
-	int			line = 1;
-	bool		stopping = false;
-
-	snprintf(path, sizeof(path), "%s/postmaster.pid", DataDir);
-	f = AllocateFile(path, "r");
-	if (f == NULL)
-		return true;			/* the postmaster removes it when it is gone */
-	while (fgets(buf, sizeof(buf), f) != NULL)
-	{
-		if (line++ == LOCK_FILE_LINE_PM_STATUS)
-		{
-			stopping = strncmp(buf, PM_STATUS_STOPPING, strlen(PM_STATUS_STOPPING)) == 0;
-			break;
-		}
-	}
-	FreeFile(f);
-	return stopping;
-}
-
-static void
-aw_watch_postmaster_pid(void)
-{
-#ifdef AW_HAVE_INOTIFY
-	char		path[MAXPGPATH];
-
-	if (!AcquireExternalFD())
-		return;
-	aw_inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (aw_inotify_fd < 0)
-	{
-		ReleaseExternalFD();
-		return;
-	}
-	snprintf(path, sizeof(path), "%s/postmaster.pid", DataDir);
-	if (inotify_add_watch(aw_inotify_fd, path, IN_MODIFY | IN_CLOSE_WRITE | IN_DELETE_SELF) < 0)
-	{
-		close(aw_inotify_fd);
-		aw_inotify_fd = -1;
-		ReleaseExternalFD();
-	}
-#endif
-}
-
-static void
-aw_drain_inotify(void)
-{
-#ifdef AW_HAVE_INOTIFY
-	char		buf[4096] pg_attribute_aligned(8);
-
-	while (read(aw_inotify_fd, buf, sizeof(buf)) > 0)
-		;
-#endif
-}
-
-/* ---------------------------------------------------------------------
- * The listening connection for raw NOTIFY aion_wake_capacity.
- * ---------------------------------------------------------------------
- */
-
-static void
-aw_listen_disconnect(const char *why)
-{
-	if (aw_conn != NULL)
-	{
-		libpqsrv_disconnect(aw_conn);
-		aw_conn = NULL;
-		aw_conn_generation++;
-	}
-	aw_publish_listen_state(false, why);
-}
-
-static void
-aw_listen_failed(const char *what, const char *detail)
-{
-	char		msg[256];
-	char	   *nl;
-
-	snprintf(msg, sizeof(msg), "%s: %s", what, detail ? detail : "");
-	if ((nl = strchr(msg, '\n')) != NULL)
-		*nl = '\0';
-	ereport(LOG,
-			(errmsg("aion_wake worker is not listening for capacity pulses"),
-			 errdetail("%s", msg),
-			 errhint("aion_wake.pulse() keeps working. Allow the worker's connection in pg_hba.conf, or set \"%s\" to off.",
-					 "aion_wake.listen")));
-	aw_listen_disconnect(msg);
-	aw_next_connect = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), aw_connect_delay_ms);
-	aw_connect_delay_ms = Min(aw_connect_delay_ms * 2, AW_CONNECT_MAX_MS);
-}
-
-/* The role the listening connection logs in as. */
-static const char *
-aw_listen_role(void)
-{
-	return (aw_worker_role && aw_worker_role[0]) ? aw_worker_role : aw_login_role;
-}
-
-/*
- * Open the loopback connection over the first Unix socket directory (or
- * localhost when there is none) and LISTEN.
- */
-static void
-aw_listen_connect(void)
-{
-	char		port[16];
-	char	   *host;
-	char	   *dirs = pstrdup(Unix_socket_directories ? Unix_socket_directories : "");
-	List	   *dirlist = NIL;
-	const char *keywords[] = {"host", "port", "dbname", "user", "application_name",
-	"options", "sslmode", "gssencmode", "connect_timeout", NULL};
-	const char *values[10];
-	PGresult   *res;
-
-	host = "localhost";
-	if (SplitDirectoriesString(dirs, ',', &dirlist) && dirlist != NIL &&
-		((char *) linitial(dirlist))[0] != '@')
-		host = (char *) linitial(dirlist);
-	snprintf(port, sizeof(port), "%d", PostPortNumber);
-
-	values[0] = host;
-	values[1] = port;
-	values[2] = aw_slot->dbname;
-	values[3] = aw_listen_role();
-	strlcpy(aw_conn_role, values[3], sizeof(aw_conn_role));
-	values[4] = "aion_wake listener";
-	values[5] = "-c idle_session_timeout=0 -c idle_in_transaction_session_timeout=0 -c statement_timeout=0";
-	values[6] = "disable";
-	values[7] = "disable";
-	values[8] = "10";
-	values[9] = NULL;
-
-	aw_conn = libpqsrv_connect_params(keywords, values, false, PG_WAIT_EXTENSION);
-	aw_conn_generation++;
-	list_free_deep(dirlist);
-	pfree(dirs);
-	if (aw_conn == NULL || PQstatus(aw_conn) != CONNECTION_OK)
-	{
-		aw_listen_failed("could not connect", aw_conn ? PQerrorMessage(aw_conn) : "out of memory");
-		return;
-	}
-	res = libpqsrv_exec(aw_conn, "LISTEN aion_wake_capacity", PG_WAIT_EXTENSION);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-	{
-		aw_listen_failed("LISTEN failed", PQerrorMessage(aw_conn));
-		PQclear(res);
-		return;
-	}
-	PQclear(res);
-	if (PQsetnonblocking(aw_conn, 1) != 0)
-	{
-		aw_listen_failed("could not make the connection non-blocking", PQerrorMessage(aw_conn));
-		return;
-	}
-	aw_connect_delay_ms = AW_CONNECT_MIN_MS;
-	aw_publish_listen_state(true, NULL);
-	ereport(LOG, (errmsg("aion_wake worker is listening on channel \"%s\"", "aion_wake_capacity")));
-}
 
 /*
  * One raw pulse: add its slots, or count and (rarely) log it.  A pulse for
@@ -401,25 +190,6 @@ aw_handle_raw_pulse(const char *payload)
 					 AW_PULSE_MAX_SLOTS)));
 	last_log = now;
 	suppressed = 0;
-}
-
-/* Read what the socket has and handle every notification buffered. */
-static void
-aw_listen_drain(void)
-{
-	PGnotify   *n;
-
-	if (!PQconsumeInput(aw_conn))
-	{
-		aw_listen_failed("connection lost", PQerrorMessage(aw_conn));
-		return;
-	}
-	while ((n = PQnotifies(aw_conn)) != NULL)
-	{
-		if (aw_listen && strcmp(n->relname, "aion_wake_capacity") == 0)
-			aw_handle_raw_pulse(n->extra);
-		PQfreemem(n);
-	}
 }
 
 /* ---------------------------------------------------------------------
@@ -797,22 +567,22 @@ aw_worker_check_fences(void)
 	}
 }
 
+/* the most events the worker waits for at once */
+#define AW_WORKER_WAIT_EVENTS	(2 + AW_LISTENER_WAIT_EVENTS)
+
 /*
- * Build the set of events to wait for: the latch, postmaster death, the
- * listening socket and the postmaster.pid watch.
+ * Build the set of events to wait for: the latch, postmaster death, and
+ * the listener's (its socket and the postmaster.pid watch).
  */
 static WaitEventSet *
 aw_make_wait_set(void)
 {
 	WaitEventSet *set;
 
-	set = aw_create_wait_event_set(4);
+	set = aw_create_wait_event_set(AW_WORKER_WAIT_EVENTS);
 	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-	if (aw_conn != NULL)
-		AddWaitEventToSet(set, WL_SOCKET_READABLE, PQsocket(aw_conn), NULL, NULL);
-	if (aw_inotify_fd >= 0)
-		AddWaitEventToSet(set, WL_SOCKET_READABLE, aw_inotify_fd, NULL, NULL);
+	aw_listener_add_wait_events(set);
 	return set;
 }
 
@@ -877,11 +647,7 @@ aw_worker_attach(void)
 
 	BackgroundWorkerInitializeConnection(aw_slot->dbname, NULL, 0);
 
-	/* the role the listening connection logs in as by default */
-	StartTransactionCommand();
-	aw_login_role = MemoryContextStrdup(TopMemoryContext,
-										GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false));
-	CommitTransactionCommand();
+	aw_listener_init(aw_slot, aw_handle_raw_pulse);
 
 	SpinLockAcquire(&aw_slot->mutex);
 	aw_slot->db_missing = false;
@@ -904,14 +670,7 @@ aw_worker_reload(void)
 {
 	ConfigReloadPending = false;
 	ProcessConfigFile(PGC_SIGHUP);
-	if (!aw_listen && aw_conn != NULL)
-		aw_listen_disconnect("aion_wake.listen is off");
-	if (aw_conn != NULL && strcmp(aw_conn_role, aw_listen_role()) != 0)
-	{
-		aw_listen_disconnect(NULL);
-		aw_next_connect = 0;
-		aw_connect_delay_ms = AW_CONNECT_MIN_MS;
-	}
+	aw_listener_reload();
 }
 
 /*
@@ -925,16 +684,16 @@ aw_worker_leave_if_asked(void)
 	if (aw_slot->ddl_pid == 0)
 		return;
 	/* the worker started next says it waits, with why: one LOG line */
-	aw_listen_disconnect("the database is being dropped or renamed");
+	aw_listener_close("the database is being dropped or renamed");
 	proc_exit(1);
 }
 
 /*
  * When the worker must look again although nothing wakes it: the next
  * fence to expire or to wake waiters at, the next retry of a locked row,
- * the next lease to end, the next attempt to connect.  Leases whose end
- * has passed are released here, each waking one blocked claimer.  Returns
- * 0 for none.
+ * the next lease to end, the listener's next look (its next attempt to
+ * connect).  Leases whose end has passed are released here, each waking
+ * one blocked claimer.  Returns 0 for none.
  */
 static TimestampTz
 aw_worker_next_deadline(TimestampTz now)
@@ -943,6 +702,7 @@ aw_worker_next_deadline(TimestampTz now)
 	TimestampTz fence = aw_waiters_next_fence();
 	TimestampTz retry = aw_set_next_retry();
 	TimestampTz lease_end = aw_limits_expire(now);
+	TimestampTz listener = aw_listener_next_deadline(now);
 
 	if (fence != 0 && (next == 0 || fence < next))
 		next = fence;
@@ -953,9 +713,8 @@ aw_worker_next_deadline(TimestampTz now)
 	if (aw_limits_retry_at != 0 && !aw_slot->limits_loaded &&
 		(next == 0 || aw_limits_retry_at < next))
 		next = aw_limits_retry_at;
-	if (aw_listen && !aw_stopping && aw_conn == NULL &&
-		(next == 0 || aw_next_connect < next))
-		next = aw_next_connect;
+	if (listener != 0 && (next == 0 || listener < next))
+		next = listener;
 	return next;
 }
 
@@ -982,13 +741,13 @@ aw_worker_main(Datum main_arg)
 
 	/* entries a process that is gone left in flight go back */
 	aw_set_recover_in_flight();
-	aw_watch_postmaster_pid();
+	aw_listener_watch_shutdown();
 
 	loop_cxt = AllocSetContextCreate(TopMemoryContext, "aion_wake worker loop",
 									 ALLOCSET_DEFAULT_SIZES);
 	for (;;)
 	{
-		WaitEvent	events[4];
+		WaitEvent	events[AW_WORKER_WAIT_EVENTS];
 		TimestampTz now;
 		TimestampTz next;
 		long		timeout = -1;
@@ -1002,21 +761,8 @@ aw_worker_main(Datum main_arg)
 			aw_worker_reload();
 		aw_worker_leave_if_asked();
 
-		/* without inotify, look at postmaster.pid on every wake */
-		if (aw_inotify_fd < 0)
-			aw_pid_file_changed = true;
-		if (aw_pid_file_changed && !aw_stopping && aw_postmaster_stopping())
-		{
-			aw_stopping = true;
-			aw_listen_disconnect("the server is shutting down");
-		}
-
-		/* pulses in */
-		now = GetCurrentTimestamp();
-		if (aw_listen && !aw_stopping && aw_conn == NULL && now >= aw_next_connect)
-			aw_listen_connect();
-		if (aw_conn != NULL)
-			aw_listen_drain();
+		/* pulses in (and the listening connection's shutdown watch) */
+		aw_listener_poll();
 
 		/* work */
 		if (!ready)
@@ -1035,28 +781,18 @@ aw_worker_main(Datum main_arg)
 		next = aw_worker_next_deadline(now);
 		if (next != 0)
 			timeout = Max(0, (long) ((next - now + 999) / 1000));
-		/* without inotify, a connection held open needs a look now and then */
-		if (aw_inotify_fd < 0 && aw_conn != NULL && (timeout < 0 || timeout > 2000))
-			timeout = 2000;
-		aw_pid_file_changed = false;
 
-		if (wait_set == NULL || wait_generation != aw_conn_generation)
+		if (wait_set == NULL || wait_generation != aw_listener_generation())
 		{
 			if (wait_set != NULL)
 				FreeWaitEventSet(wait_set);
 			wait_set = aw_make_wait_set();
-			wait_generation = aw_conn_generation;
+			wait_generation = aw_listener_generation();
 		}
 		MemoryContextReset(loop_cxt);
 		nevents = WaitEventSetWait(wait_set, timeout, events, lengthof(events),
 								   aw_wait_event_worker());
 		for (i = 0; i < nevents; i++)
-		{
-			if ((events[i].events & WL_SOCKET_READABLE) && events[i].fd == aw_inotify_fd)
-			{
-				aw_drain_inotify();
-				aw_pid_file_changed = true;
-			}
-		}
+			aw_listener_event(&events[i]);
 	}
 }
