@@ -151,6 +151,30 @@ aw_wait_event_worker(void)
 }
 
 /*
+ * the worker opening its listening connection: connecting, and its LISTEN
+ * (src/listener.c)
+ */
+static inline uint32
+aw_wait_event_listener_connect(void)
+{
+	static uint32 id = 0;
+
+	return aw_wait_event_named(&id, "AionWakeListenerConnect");
+}
+
+/*
+ * the worker waiting for its database to exist or to accept connections.
+ * It is not connected yet, so pg_stat_activity does not show it.
+ */
+static inline uint32
+aw_wait_event_wait_database(void)
+{
+	static uint32 id = 0;
+
+	return aw_wait_event_named(&id, "AionWakeWaitDatabase");
+}
+
+/*
  * Changes that needed only an #include (valid on every major):
  *
  * - 18: common/int.h (pg_add_s64_overflow and friends) is no longer

@@ -261,7 +261,8 @@ aw_listen_connect(void)
 	values[8] = "10";
 	values[9] = NULL;
 
-	aw_conn = libpqsrv_connect_params(keywords, values, false, PG_WAIT_EXTENSION);
+	aw_conn = libpqsrv_connect_params(keywords, values, false,
+									  aw_wait_event_listener_connect());
 	aw_conn_generation++;
 	list_free_deep(dirlist);
 	pfree(dirs);
@@ -270,7 +271,8 @@ aw_listen_connect(void)
 		aw_listen_failed("could not connect", aw_conn ? PQerrorMessage(aw_conn) : "out of memory");
 		return;
 	}
-	res = libpqsrv_exec(aw_conn, "LISTEN aion_wake_capacity", PG_WAIT_EXTENSION);
+	res = libpqsrv_exec(aw_conn, "LISTEN aion_wake_capacity",
+						aw_wait_event_listener_connect());
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
 		aw_listen_failed("LISTEN failed", PQerrorMessage(aw_conn));

@@ -619,7 +619,8 @@ aw_worker_wait_for_database(void)
 					 errdetail("The database does not exist or does not accept connections."),
 					 errhint("The worker connects when a database of that name is created, altered or renamed to it, or when the configuration is reloaded.")));
 		logged = true;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L, PG_WAIT_EXTENSION);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L,
+						 aw_wait_event_wait_database());
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)

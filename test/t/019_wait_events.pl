@@ -6,10 +6,12 @@
 # From PostgreSQL 17 on, an extension names its own wait events
 # (WaitEventExtensionNew): a claim blocked in claim(wait => ...) waits on
 # 'AionWakeClaim' and the worker with nothing to do on 'AionWakeWorker',
-# both of wait_event_type 'Extension', and pg_wait_events lists them.  On
-# 15 both are 'Extension'/'Extension'.  The names are obtained lazily in
-# each process and kept, so a second wait in the same session shows the
-# same name, and so does a claim in a session started later.
+# both of wait_event_type 'Extension', and pg_wait_events lists them.  The
+# worker opening its listening connection (connect and LISTEN) waits on
+# 'AionWakeListenerConnect', listed once the worker has opened it.  On 15
+# all are 'Extension'/'Extension'.  The names are obtained lazily in each
+# process and kept, so a second wait in the same session shows the same
+# name, and so does a claim in a session started later.
 #
 # On 18 and later the library's magic block (PG_MODULE_MAGIC_EXT) also
 # carries its name and version, which pg_get_loaded_modules() shows; the
@@ -76,13 +78,15 @@ ok($node->poll_query_until('postgres', wait_of($worker), "Extension:$worker_even
 
 SKIP:
 {
-	skip 'pg_wait_events exists from PostgreSQL 17 on', 1 if $major < 17;
+	skip 'pg_wait_events exists from PostgreSQL 17 on', 2 if $major < 17;
+	ok($node->poll_query_until('postgres', 'SELECT listening FROM aion_wake.status'),
+		'the worker has opened its listening connection');
 	is( $node->safe_psql(
 			'postgres',
 			"SELECT string_agg(type || ':' || name, ',' ORDER BY name) FROM pg_wait_events WHERE name LIKE 'AionWake%'"
 		),
-		'Extension:AionWakeClaim,Extension:AionWakeWorker',
-		'pg_wait_events lists both wait events, once each');
+		'Extension:AionWakeClaim,Extension:AionWakeListenerConnect,Extension:AionWakeWorker',
+		'pg_wait_events lists the three wait events used, once each');
 }
 
 SKIP:
