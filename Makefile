@@ -35,11 +35,17 @@ PG_CPPFLAGS = -Iinclude -I$(libpq_srcdir)
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK_INTERNAL = $(libpq)
 
+# pg_regress where PGXS looks by default: sql/NAME.sql (beside the install
+# and update scripts) and expected/NAME.out; it writes results/,
+# regression.diffs, regression.out and log/ at the top, which PGXS's clean
+# removes.  The temporary instance stays under test/, apart from TAP's
+# tmp_check/: pg_regress removes its instance directory before it starts.
 REGRESS = setup protocol outbox security limits
-REGRESS_OPTS = --inputdir=test --outputdir=test \
-	--temp-config=test/aion_wake.conf --temp-instance=test/tmp_check \
+REGRESS_OPTS = --temp-config=test/aion_wake.conf --temp-instance=test/tmp_check \
 	--load-extension=aion_wake
 
+# isolation specs keep a directory of their own: their expected output
+# (protocol.out, outbox.out) would collide with pg_regress's in expected/
 ISOLATION = protocol outbox topics
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation \
 	--temp-config=test/aion_wake.conf --temp-instance=test/tmp_check_iso \
@@ -49,7 +55,7 @@ TAP_TESTS = 1
 # t/ lives under test/; the shared set-up (AionWake::Test) under test/perl
 PROVE_TESTS = test/t/*.pl
 
-EXTRA_CLEAN = test/results test/tmp_check test/tmp_check_iso test/regression.* test/log \
+EXTRA_CLEAN = test/tmp_check test/tmp_check_iso \
 	test/isolation/output_iso test/isolation/results test/isolation/log test/isolation/regression.*
 
 PG_CONFIG ?= pg_config
