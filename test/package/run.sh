@@ -7,7 +7,8 @@
 #     packages with dpkg-buildpackage (pg_buildext, dh --with pgxs_loop);
 #     check that postgresql-15-aion-wake holds the library, the control file
 #     and every install and upgrade script (the Makefile's DATA and every
-#     sql/aion_wake--*.sql);
+#     sql/aion_wake--*.sql), and none of the pg_regress inputs beside them
+#     in sql/;
 #  2. install: in another clean chroot, where the extension was never built
 #     (no compiler there), dpkg -i the package and let apt-get install -f
 #     bring its dependencies, then run test/package/smoke.sh: a throwaway
@@ -199,6 +200,13 @@ for f in $data sql/aion_wake--*.sql; do
 done
 for f in $want; do
 	grep -qxF "$f" <<<"$files" || fail "$(basename "$deb") lacks $f"
+done
+# the pg_regress inputs share sql/ with those scripts; none is installed
+for f in sql/*.sql; do
+	case $f in sql/aion_wake--*) continue ;; esac
+	if grep -qxF "/usr/share/postgresql/$pgmajor/extension/$(basename "$f")" <<<"$files"; then
+		fail "$(basename "$deb") ships the test file $f"
+	fi
 done
 rm -f "$out"/*
 cp "$build"/build/*.deb "$build"/build/*.dsc "$build"/build/*.orig.tar.gz "$build"/build/*.debian.tar.* "$out/"

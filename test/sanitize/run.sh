@@ -271,8 +271,10 @@ verdict() {
 touch "$W/.suite_start"
 
 # suite NAME DRIVER PORT OPTS TESTS: a pg_regress-style suite with the
-# Makefile's options, run from the copy; later options win over the
-# Makefile's (outputdir, temp-instance), the port is ours.
+# Makefile's options, run from the copy's top, where pg_regress finds
+# sql/ and expected/ by default (isolation: the Makefile's --inputdir);
+# the output directory, the temporary instance and the port are ours,
+# after the Makefile's options so that they win.
 suite() {
 	local name=$1 driver=$2 port=$3 opts=$4 tests=$5 rc=0
 	echo "== sanitize: $name: $tests"

@@ -393,10 +393,14 @@ run_suite() {
 	summary+=("PG $m $label: FAILED${line:+ ($line)}")
 	case $name in
 	regress | isolation)
+		# pg_regress writes its diffs at the top of the tree, the isolation
+		# suite under test/isolation; the instances' data directories and
+		# the TAP files are not searched
 		while IFS= read -r f; do
 			echo "== PG $m: ${f#"$root"}"
 			head -300 "$f"
-		done < <(find "$root$src/test" -path "$root$src/test/t" -prune -o \
+		done < <(find "$root$src" \( -name tmp_check -o -name tmp_check_iso -o \
+			-path "$root$src/test/t" \) -prune -o \
 			-name regression.diffs -newer "$out.start" -print)
 		;;
 	tap)
