@@ -17,5 +17,8 @@
 
 extern void aw_claim_next(FunctionCallInfo fcinfo, const char *topic, int32 next_rows,
 						  int64 lease, bool spend_parked);
+extern void aw_claim_next_topics(FunctionCallInfo fcinfo, const char *const *topics,
+								 const int32 *settled, int ntopics, int32 next_rows,
+								 int64 lease, bool spend_parked);
 
 #endif							/* AW_CLAIM_H */

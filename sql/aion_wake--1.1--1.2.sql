@@ -75,3 +75,72 @@ SELECT t.topic,
  WHERE t.topic IS NOT NULL
 $$;
 REVOKE ALL ON FUNCTION aion_wake.backlog(int) FROM PUBLIC;
+
+-- Batch settles: many leased rows settled in one statement, each with the
+-- token of its lease, with one error, back-off or reason for all of them.
+-- The forms without next_rows return the number of rows settled; those
+-- with next_rows take up to next_rows rows in all from the settled rows'
+-- topics, in the same statement, and return them leased.  The arrays come
+-- where the single-row forms take dispatch_key and lease_token.  They are
+-- named apart (complete_many, not a complete(text[], bigint[])): beside
+-- such an overload, complete($1, $2) with untyped parameters, as many
+-- drivers send them, or complete('k', NULL) would no longer resolve
+-- (42725, not unique: unknown against bigint and bigint[]).
+CREATE FUNCTION aion_wake.complete_many(dispatch_keys text[], lease_tokens bigint[])
+RETURNS int
+AS 'MODULE_PATHNAME', 'aw_complete_batch'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION aion_wake.complete_many(dispatch_keys text[], lease_tokens bigint[],
+								   next_rows int, lease interval DEFAULT '30s')
+RETURNS SETOF aion_wake.outbox
+AS 'MODULE_PATHNAME', 'aw_complete_batch_next'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE ROWS 10;
+
+CREATE FUNCTION aion_wake.fail_many(dispatch_keys text[], error text, backoff interval,
+							   lease_tokens bigint[])
+RETURNS int
+AS 'MODULE_PATHNAME', 'aw_fail_batch'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION aion_wake.fail_many(dispatch_keys text[], error text, backoff interval,
+							   lease_tokens bigint[], next_rows int,
+							   lease interval DEFAULT '30s')
+RETURNS SETOF aion_wake.outbox
+AS 'MODULE_PATHNAME', 'aw_fail_batch_next'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE ROWS 10;
+
+CREATE FUNCTION aion_wake.park_many(dispatch_keys text[], backoff interval,
+							   lease_tokens bigint[])
+RETURNS int
+AS 'MODULE_PATHNAME', 'aw_park_batch'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION aion_wake.park_many(dispatch_keys text[], backoff interval,
+							   lease_tokens bigint[], next_rows int,
+							   lease interval DEFAULT '30s')
+RETURNS SETOF aion_wake.outbox
+AS 'MODULE_PATHNAME', 'aw_park_batch_next'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE ROWS 10;
+
+CREATE FUNCTION aion_wake.dead_letter_many(dispatch_keys text[], reason text,
+									  lease_tokens bigint[])
+RETURNS int
+AS 'MODULE_PATHNAME', 'aw_dead_letter_batch'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION aion_wake.dead_letter_many(dispatch_keys text[], reason text,
+									  lease_tokens bigint[], next_rows int,
+									  lease interval DEFAULT '30s')
+RETURNS SETOF aion_wake.outbox
+AS 'MODULE_PATHNAME', 'aw_dead_letter_batch_next'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE ROWS 10;
+
+REVOKE ALL ON FUNCTION aion_wake.complete_many(text[], bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.complete_many(text[], bigint[], int, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.fail_many(text[], text, interval, bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.fail_many(text[], text, interval, bigint[], int, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.park_many(text[], interval, bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.park_many(text[], interval, bigint[], int, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.dead_letter_many(text[], text, bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.dead_letter_many(text[], text, bigint[], int, interval) FROM PUBLIC;

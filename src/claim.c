@@ -107,8 +107,14 @@ typedef struct AwClaim
 	int			ntopics;
 	char	   *names[AW_WAIT_MAX_TOPICS];
 	AwClaimTopic topics[AW_WAIT_MAX_TOPICS];
-	bool		settle_slot;	/* topics[0] is unlimited and a settle in this
-								 * call freed a slot of it (see aw_claim_next) */
+	/*
+	 * Settles with next_rows (aw_claim_next_topics): the slots their rows
+	 * freed, per topic, spent first on the oldest confirmed parks of the
+	 * unlimited ones; and how many settled leases of one limited topic may
+	 * pass their slots to this claim (AW_HANDOFF_MAX when 0).
+	 */
+	int32		settle_slots[AW_WAIT_MAX_TOPICS];
+	int32		handoff_max;
 	bool		warned;			/* a missing limit was reported */
 	uint64		missing;		/* topics whose limit is not loaded yet */
 	/* rows taken by the current attempt */
@@ -200,6 +206,13 @@ aw_claim_plan(bool v11)
 		pfree(sql);
 	}
 	return aw_claim_plans[v];
+}
+
+/* How many settled leases of a topic may pass their slots to the claim. */
+static int32
+aw_claim_handoff_max(AwClaim *c)
+{
+	return c->handoff_max > 0 ? c->handoff_max : AW_HANDOFF_MAX;
 }
 
 /* The index of a topic of the claim, by name (at most 64 of them). */
@@ -297,8 +310,9 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 			t->reserve = aw_xact_prepare_reserve(t->name);
 			if (t->from == NULL)	/* kept as long as the claim, across probes */
 				t->from = MemoryContextAlloc(GetMemoryChunkContext(c),
-											 sizeof(AwSettledLease) * AW_HANDOFF_MAX);
-			n = aw_xact_settled_leases(t->name, t->from, Min(c->max_rows, AW_HANDOFF_MAX));
+											 sizeof(AwSettledLease) * aw_claim_handoff_max(c));
+			n = aw_xact_settled_leases(t->name, t->from,
+									   Min(c->max_rows, aw_claim_handoff_max(c)));
 			if (n > 0)			/* allocated first: an error gives them back */
 				t->reserve->handing = MemoryContextAlloc(TopTransactionContext,
 														 sizeof(AwSettledLease) * n);
@@ -316,8 +330,8 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 		}
 		else
 			t->allow = c->max_rows;
-		if (i == 0 && c->settle_slot && !t->limited)
-			t->own_slots = 1;
+		if (!t->limited)
+			t->own_slots = c->settle_slots[i];
 		if (t->allow > 0)
 			open++;
 	}
@@ -995,37 +1009,92 @@ void
 aw_claim_next(FunctionCallInfo fcinfo, const char *topic, int32 next_rows,
 			  int64 lease, bool spend_parked)
 {
+	const char *topics[1] = {topic};
+	int32		settled[1] = {1};
+
+	aw_claim_next_topics(fcinfo, topics, settled, topic != NULL ? 1 : 0, next_rows,
+						 lease, spend_parked);
+}
+
+/*
+ * The same after settles of many rows (batch.c): up to next_rows rows in
+ * all from the settled rows' topics (at most AW_WAIT_MAX_TOPICS of them, in
+ * the order given), like claim(topics[], max_rows => next_rows).  settled[i]
+ * rows of topics[i] were settled: on an unlimited topic each brings one
+ * slot (unless park), spent first on its oldest confirmed parks, then on
+ * visible rows, and a pulse of one slot at commit when the claim took no
+ * row for it; on a limited topic the transaction's settled leases pass
+ * their slots to new leases (as many as settled, at least AW_HANDOFF_MAX).
+ */
+void
+aw_claim_next_topics(FunctionCallInfo fcinfo, const char *const *topics,
+					 const int32 *settled, int ntopics, int32 next_rows, int64 lease,
+					 bool spend_parked)
+{
 	AwClaim    *c = palloc0(sizeof(AwClaim));
+	int			i;
 
 	c->rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	c->max_rows = next_rows;
 	c->lease = lease;
 	InitMaterializedSRF(fcinfo, 0);
 	c->natts = c->rsinfo->setDesc->natts;
-	if (topic == NULL)
+	if (ntopics == 0)
 		return;
 	c->served = aw_database_is_served();
 	if (c->max_rows == 0)
 	{
 		int32		max_in_flight;
 
-		/* takes nothing, as asked: the freed slot is a pulse, as below */
-		if (spend_parked && c->served && !aw_set_topic_limited(topic, &max_in_flight))
-			aw_xact_record_handoff_pulse(topic);
+		/* takes nothing, as asked: the freed slots are pulses, as below */
+		for (i = 0; i < ntopics && spend_parked && c->served; i++)
+		{
+			int32		k;
+
+			if (aw_set_topic_limited(topics[i], &max_in_flight))
+				continue;
+			for (k = 0; k < settled[i]; k++)
+				aw_xact_record_handoff_pulse(topics[i]);
+		}
 		return;
 	}
-	strlcpy(c->topics[0].name, topic, sizeof(c->topics[0].name));
-	c->names[0] = c->topics[0].name;
-	c->ntopics = 1;
-	c->settle_slot = spend_parked;
+	c->ntopics = Min(ntopics, AW_WAIT_MAX_TOPICS);
+	for (i = 0; i < c->ntopics; i++)
+	{
+		strlcpy(c->topics[i].name, topics[i], sizeof(c->topics[i].name));
+		c->names[i] = c->topics[i].name;
+		c->settle_slots[i] = spend_parked ? settled[i] : 0;
+		c->handoff_max = Max(c->handoff_max, settled[i]);
+	}
+	c->handoff_max = Max(c->handoff_max, AW_HANDOFF_MAX);
 
 	SPI_connect();
 	if (!c->served)
 		(void) aw_limits_expire(GetCurrentTimestamp());
-	(void) aw_claim_once(c, 1, spend_parked ? 1 : 0);
+	(void) aw_claim_once(c, (c->ntopics == 64) ? ~UINT64CONST(0) :
+						 (UINT64CONST(1) << c->ntopics) - 1,
+						 spend_parked ? ~UINT64CONST(0) : 0);
 	SPI_finish();
 
-	/* nothing taken on an unlimited topic: the freed slot is a pulse */
-	if (c->claimed == 0 && spend_parked && !c->topics[0].limited && c->served)
-		aw_xact_record_handoff_pulse(c->topics[0].name);
+	/* a freed slot of an unlimited topic no row took: a pulse */
+	for (i = 0; i < ntopics && spend_parked && c->served; i++)
+	{
+		int32		k;
+		int32		unused;
+
+		if (i < c->ntopics && c->topics[i].limited)
+			continue;
+		if (i >= c->ntopics)
+		{
+			int32		max_in_flight;
+
+			if (aw_set_topic_limited(topics[i], &max_in_flight))
+				continue;
+			unused = settled[i];
+		}
+		else
+			unused = settled[i] - Min(settled[i], c->topics[i].got);
+		for (k = 0; k < unused; k++)
+			aw_xact_record_handoff_pulse(topics[i]);
+	}
 }
