@@ -210,6 +210,14 @@ SELECT topic, count(*) FROM aion_wake.complete_many(:'k', :'t', next_rows => 10,
 SELECT topic, max_in_flight, in_flight, live(topic) AS live FROM aion_wake.topics
  WHERE topic IN ('bl', 'bl2') ORDER BY topic;
 
+-- a batch passes on the slots of all the leases it settled, not only the
+-- 64 a single claim takes over
+SELECT aion_wake.set_limit('big', 100);
+SELECT count(aion_wake.enqueue('g' || lpad(g::text, 3, '0'), '{}', 'big')) FROM generate_series(1, 250) g;
+SELECT keys AS k, tokens AS t FROM take('big', 100) \gset
+SELECT count(*) AS took FROM aion_wake.complete_many(:'k', :'t', next_rows => 150, lease => '1 hour');
+SELECT in_flight, live('big') AS live FROM aion_wake.topics WHERE topic = 'big';
+
 DO $$ BEGIN
-	PERFORM aion_wake.set_limit(t, NULL) FROM unnest(ARRAY['bl', 'bl2']) t;
+	PERFORM aion_wake.set_limit(t, NULL) FROM unnest(ARRAY['bl', 'bl2', 'big']) t;
 END $$;

@@ -110,11 +110,12 @@ typedef struct AwClaim
 	/*
 	 * Settles with next_rows (aw_claim_next_topics): the slots their rows
 	 * freed, per topic, spent first on the oldest confirmed parks of the
-	 * unlimited ones; and how many settled leases of one limited topic may
-	 * pass their slots to this claim (AW_HANDOFF_MAX when 0).
+	 * unlimited ones; and the rows settled of each topic, whose leases may
+	 * pass their slots to this claim on a limited one (AW_HANDOFF_MAX of
+	 * them at least).
 	 */
 	int32		settle_slots[AW_WAIT_MAX_TOPICS];
-	int32		handoff_max;
+	int32		settled[AW_WAIT_MAX_TOPICS];
 	bool		warned;			/* a missing limit was reported */
 	uint64		missing;		/* topics whose limit is not loaded yet */
 	/* rows taken by the current attempt */
@@ -208,11 +209,11 @@ aw_claim_plan(bool v11)
 	return aw_claim_plans[v];
 }
 
-/* How many settled leases of a topic may pass their slots to the claim. */
+/* How many settled leases of topic i may pass their slots to the claim. */
 static int32
-aw_claim_handoff_max(AwClaim *c)
+aw_claim_handoff_max(AwClaim *c, int i)
 {
-	return c->handoff_max > 0 ? c->handoff_max : AW_HANDOFF_MAX;
+	return Max(c->settled[i], AW_HANDOFF_MAX);
 }
 
 /* The index of a topic of the claim, by name (at most 64 of them). */
@@ -310,9 +311,9 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 			t->reserve = aw_xact_prepare_reserve(t->name);
 			if (t->from == NULL)	/* kept as long as the claim, across probes */
 				t->from = MemoryContextAlloc(GetMemoryChunkContext(c),
-											 sizeof(AwSettledLease) * aw_claim_handoff_max(c));
+											 sizeof(AwSettledLease) * aw_claim_handoff_max(c, i));
 			n = aw_xact_settled_leases(t->name, t->from,
-									   Min(c->max_rows, aw_claim_handoff_max(c)));
+									   Min(c->max_rows, aw_claim_handoff_max(c, i)));
 			if (n > 0)			/* allocated first: an error gives them back */
 				t->reserve->handing = MemoryContextAlloc(TopTransactionContext,
 														 sizeof(AwSettledLease) * n);
@@ -1064,9 +1065,8 @@ aw_claim_next_topics(FunctionCallInfo fcinfo, const char *const *topics,
 		strlcpy(c->topics[i].name, topics[i], sizeof(c->topics[i].name));
 		c->names[i] = c->topics[i].name;
 		c->settle_slots[i] = spend_parked ? settled[i] : 0;
-		c->handoff_max = Max(c->handoff_max, settled[i]);
+		c->settled[i] = settled[i];
 	}
-	c->handoff_max = Max(c->handoff_max, AW_HANDOFF_MAX);
 
 	SPI_connect();
 	if (!c->served)
