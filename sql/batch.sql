@@ -157,6 +157,18 @@ SELECT array_agg(dispatch_key ORDER BY dispatch_key) AS k,
 SELECT dispatch_key FROM aion_wake.park_many(:'k', '1 hour', :'t', next_rows => 5);
 SELECT count(*) AS parked FROM aion_wake.outbox WHERE topic IN ('na', 'nb') AND parked_at IS NOT NULL;
 
+-- an unlimited topic: each settled row's slot goes first to the oldest
+-- confirmed park, leased straight from its fence; a slot no row took is a
+-- pulse of one slot at commit, which the worker spends on the next parks
+SELECT count(aion_wake.enqueue('p' || g, '{}', 'pu')) FROM generate_series(1, 8) g;
+SELECT keys AS k, tokens AS t FROM take('pu', 8) \gset
+SELECT aion_wake.park_many((:'k'::text[])[4:8], '1 hour', (:'t'::bigint[])[4:8]) AS parked;
+SELECT dispatch_key, parked_at IS NULL AS unparked, leased_until > clock_timestamp() AS leased
+  FROM aion_wake.complete_many((:'k'::text[])[1:3], (:'t'::bigint[])[1:3], next_rows => 1);
+CALL wait_reoffered('p6');
+SELECT dispatch_key, parked_at IS NOT NULL AS parked, visible_after <= clock_timestamp() AS claimable
+  FROM aion_wake.outbox WHERE topic = 'pu' AND dispatch_key <> 'p4' ORDER BY 1;
+
 -- limits: a batch complete with next_rows passes each settled lease's slot
 -- to a new lease, never over the limit
 SELECT aion_wake.set_limit('bl', 3);

@@ -293,16 +293,6 @@ aw_batch_topic(AwBatch *b, const char *name, int pos)
 	AwBatchTopic *t;
 	bool		found;
 
-	if (b->topics == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = AW_TOPIC_MAXLEN + 1;
-		ctl.entrysize = sizeof(AwBatchTopic);
-		ctl.hcxt = CurrentMemoryContext;
-		b->topics = hash_create("aion_wake batch topics", 8, &ctl,
-								HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	}
 	t = hash_search(b->topics, name, HASH_ENTER, &found);
 	if (!found)
 	{
@@ -379,9 +369,17 @@ aw_batch_settle(AwBatch *b)
 	uint64		n;
 	uint64		r;
 	int			i;
+	HASHCTL		ctl;
 
 	if (b->n == 0)
 		return 0;
+
+	/* made before SPI_connect: the claim that follows reads the topics */
+	ctl.keysize = AW_TOPIC_MAXLEN + 1;
+	ctl.entrysize = sizeof(AwBatchTopic);
+	ctl.hcxt = CurrentMemoryContext;
+	b->topics = hash_create("aion_wake batch topics", 8, &ctl,
+							HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	keys = palloc(sizeof(Datum) * b->n);
 	tokens = palloc(sizeof(Datum) * b->n);
 	for (i = 0; i < b->n; i++)
