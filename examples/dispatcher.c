@@ -44,6 +44,14 @@
  *	          visible_after, and 100 ms of sleep whenever a claim comes
  *	          back empty.
  *
+ *	  --batch B (version 1.2; handoff and limit modes) keeps up to B rows in
+ *	  flight per thread, served side by side: claim B rows; offer them all
+ *	  at once; park every row answered BUSY in one park_many(keys, backoff,
+ *	  tokens); when services end, settle every row that has finished in
+ *	  one complete_many(keys, tokens, next_rows => n), whose n freed slots
+ *	  take up to n rows (the oldest parks first), offered at once; claim
+ *	  again only when nothing is in flight.  See batch_main().
+ *
  *	  What a slot does is sampled every 10 ms into a CSV file (t_ms,
  *	  busy_slots); at the end a summary is printed, one "key=value" a line:
  *	  makespan against the ideal rows * S / C, utilisation, bounces (BUSY
@@ -56,7 +64,7 @@
  *	  transaction, then exactly one of complete (taking the next row with
  *	  next_rows => 1) or park, each in a transaction of its own, always
  *	  passing the lease_token; offer the row complete returned before
- *	  claiming again.
+ *	  claiming again.  For the batched wiring read batch_main().
  *
  *	  Build (examples/Makefile does this):
  *	    gcc -O2 -Wall -Wextra -Werror -pthread \
@@ -66,6 +74,7 @@
  *	  Run:  dispatcher --conninfo 'host=/tmp/sock port=5432 dbname=postgres'
  *	                   --mode handoff --topic api --threads 16 --slots 4
  *	                   --service-ms 20 --backoff-ms 1000 --csv busy.csv
+ *	        dispatcher ... --mode handoff --threads 2 --batch 16
  *
  * Copyright (c) 2026, aion_wake authors
  *
@@ -118,6 +127,8 @@ static int	opt_sample_ms = 10;
 static const char *opt_csv = NULL;
 static bool opt_hold_through_commit = false;	/* see deliver() */
 static bool opt_progress = false;	/* a live progress line on stderr */
+static int	opt_batch = 0;			/* rows in flight per thread; 0: one at a time */
+static bool opt_print_outcomes = false; /* "delivered KEY", "busy KEY" on stdout */
 
 /* The SQL each mode sends.  Every statement runs in a transaction of its own. */
 
@@ -151,6 +162,19 @@ static bool opt_progress = false;	/* a live progress line on stderr */
 	"UPDATE aion_wake.outbox " \
 	"   SET visible_after = clock_timestamp() + $2::interval " \
 	" WHERE dispatch_key = $1 AND lease_token = $3"
+
+/*
+ * --batch (1.2): claim up to $3 rows; settle many rows in one statement,
+ * taking up to $3 rows in the same statement and commit; park many rows.
+ */
+#define SQL_CLAIM_BATCH \
+	"SELECT dispatch_key, lease_token, topic " \
+	"  FROM aion_wake.claim($1, $3::int, '30 s', $2::interval)"
+#define SQL_COMPLETE_BATCH \
+	"SELECT dispatch_key, lease_token, topic " \
+	"  FROM aion_wake.complete_many($1, $2, next_rows => $3, lease => '30 s')"
+#define SQL_PARK_BATCH \
+	"SELECT aion_wake.park_many($1, $2, $3)"
 
 /* Writes of aion_wake.outbox so far, as the statistics system counts them. */
 #define SQL_OUTBOX_WRITES \
@@ -352,11 +376,12 @@ consumer_busy(void)
  */
 
 static void
-count_delivered(int64_t stmt_us)
+count_delivered(int n, int64_t stmt_us)
 {
 	pthread_mutex_lock(&shared.lock);
 	shared.complete_us += stmt_us;
-	if (++shared.delivered == shared.total)
+	shared.delivered += n;
+	if (shared.delivered >= shared.total && !shared.done)
 	{
 		shared.t_end_us = now_us();
 		shared.done = true;
@@ -365,21 +390,21 @@ count_delivered(int64_t stmt_us)
 }
 
 static void
-count_bounce(int64_t stmt_us)
+count_bounce(int n, int64_t stmt_us)
 {
 	pthread_mutex_lock(&shared.lock);
-	shared.bounces++;
+	shared.bounces += n;
 	shared.bounce_us += stmt_us;
 	pthread_mutex_unlock(&shared.lock);
 }
 
 static void
-count_claim(bool got_row, int64_t stmt_us)
+count_claim(int rows, int64_t stmt_us)
 {
 	pthread_mutex_lock(&shared.lock);
-	if (got_row)
+	if (rows > 0)
 	{
-		shared.claims++;
+		shared.claims += rows;
 		shared.claim_hit_us += stmt_us;
 	}
 	else
@@ -388,19 +413,27 @@ count_claim(bool got_row, int64_t stmt_us)
 }
 
 static void
-count_taken_next(void)
+count_taken_next(int n)
 {
 	pthread_mutex_lock(&shared.lock);
-	shared.taken_next++;
+	shared.taken_next += n;
 	pthread_mutex_unlock(&shared.lock);
 }
 
 static void
-count_lost_lease(void)
+count_lost_lease(int n)
 {
 	pthread_mutex_lock(&shared.lock);
-	shared.lost_leases++;
+	shared.lost_leases += n;
 	pthread_mutex_unlock(&shared.lock);
+}
+
+/* With --print-outcomes, one line per outcome: "delivered KEY", "busy KEY" */
+static void
+print_outcome(const char *what, const char *key)
+{
+	if (opt_print_outcomes)
+		printf("%s %s\n", what, key);	/* stdio locks the stream per call */
 }
 
 /* true if a one-column boolean result says true */
@@ -469,7 +502,7 @@ deliver(PGconn *conn, const char *key, const char *token, const char *topic)
 			if (PQntuples(res) == 1)
 			{
 				next = res;
-				count_taken_next();
+				count_taken_next(1);
 			}
 			else
 				PQclear(res);
@@ -495,9 +528,10 @@ deliver(PGconn *conn, const char *key, const char *token, const char *topic)
 			consumer_release();
 
 		if (ok)
-			count_delivered(now_us() - t0);
+			count_delivered(1, now_us() - t0);
 		else
-			count_lost_lease(); /* lease expired: the row comes back */
+			count_lost_lease(1);	/* lease expired: the row comes back */
+		print_outcome(ok ? "delivered" : "stale", key);
 		return next;
 	}
 
@@ -510,7 +544,7 @@ deliver(PGconn *conn, const char *key, const char *token, const char *topic)
 
 		res = run(conn, "refence", 3, params);
 		if (strcmp(PQcmdTuples(res), "1") != 0)
-			count_lost_lease();
+			count_lost_lease(1);
 	}
 	else
 	{
@@ -518,10 +552,11 @@ deliver(PGconn *conn, const char *key, const char *token, const char *topic)
 
 		res = run(conn, "park", 3, params);
 		if (!result_true(res))
-			count_lost_lease();
+			count_lost_lease(1);
 	}
 	PQclear(res);
-	count_bounce(now_us() - t0);
+	count_bounce(1, now_us() - t0);
+	print_outcome("busy", key);
 	return NULL;
 }
 
@@ -529,6 +564,23 @@ deliver(PGconn *conn, const char *key, const char *token, const char *topic)
  * The dispatcher threads.
  * ---------------------------------------------------------------------
  */
+
+/*
+ * A thread's last statement.  Since PostgreSQL 15 a backend flushes its
+ * table statistics at most once a second; force the flush now so the main
+ * thread's count of writes is complete.  The flush happens before the server
+ * reports ready for the next query, so it is done when this returns.
+ */
+static void
+finish_thread(PGconn *conn)
+{
+	PGresult   *res = PQexec(conn, "SELECT pg_stat_force_next_flush()");
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		die("pg_stat_force_next_flush", conn);
+	PQclear(res);
+	PQfinish(conn);
+}
 
 /*
  * Claim one row at a time and deliver it, until every row is delivered.
@@ -581,7 +633,7 @@ dispatcher_main(void *arg)
 			res = run(conn, "claim_wait", 2, params);
 		}
 		got = PQntuples(res) == 1;
-		count_claim(got, now_us() - t0);
+		count_claim(got ? 1 : 0, now_us() - t0);
 
 		if (!got && opt_mode == MODE_POLL)
 			sleep_us((int64_t) opt_poll_ms * 1000);
@@ -599,19 +651,239 @@ dispatcher_main(void *arg)
 			PQclear(res);
 	}
 
-	/*
-	 * Since PostgreSQL 15 a backend flushes its table statistics at most once
-	 * a second; force the flush now so the main thread's count of writes is
-	 * complete.  The flush happens before the server reports ready for the
-	 * next query, so it is done when this returns.
-	 */
-	res = PQexec(conn, "SELECT pg_stat_force_next_flush()");
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		die("pg_stat_force_next_flush", conn);
-	PQclear(res);
-	PQfinish(conn);
+	finish_thread(conn);
 	return NULL;
 }
+
+/* ---------------------------------------------------------------------
+ * Batched mode (--batch B, version 1.2).
+ * ---------------------------------------------------------------------
+ */
+
+/* A row the consumer is serving, and when its service ends. */
+typedef struct Flight
+{
+	char		key[256];		/* dispatch keys are 1-255 bytes */
+	char		token[24];
+	int64_t		ends_us;
+} Flight;
+
+/* One thread's rows in flight, and room for the arrays of a settle. */
+typedef struct Batch
+{
+	PGconn	   *conn;
+	Flight	   *flight;			/* opt_batch of them */
+	int			n;
+	const char **keys;			/* the rows of one settle */
+	const char **tokens;
+	char	   *keys_lit;		/* their array literals */
+	char	   *tokens_lit;
+} Batch;
+
+/* {"a","b\"c"}: an array literal of n strings, each quoted and escaped */
+static char *
+array_literal(char *buf, const char *const *items, int n)
+{
+	char	   *p = buf;
+	int			i;
+
+	*p++ = '{';
+	for (i = 0; i < n; i++)
+	{
+		const char *c;
+
+		if (i > 0)
+			*p++ = ',';
+		*p++ = '"';
+		for (c = items[i]; *c; c++)
+		{
+			if (*c == '"' || *c == '\\')
+				*p++ = '\\';
+			*p++ = *c;
+		}
+		*p++ = '"';
+	}
+	*p++ = '}';
+	*p = '\0';
+	return buf;
+}
+
+/*
+ * Offer every row of res at once (res is cleared).  A row the consumer takes
+ * joins the flight, its slot held until its service ends; the rows answered
+ * BUSY are parked together in one statement, which takes no row: the
+ * consumer has just said it has no room.
+ */
+static void
+offer_batch(Batch *b, PGresult *res)
+{
+	char		backoff[32];
+	int			nbusy = 0;
+	int			i;
+
+	if (PQntuples(res) > opt_batch - b->n)
+		die("a settle returned more rows than next_rows", NULL);
+	for (i = 0; i < PQntuples(res); i++)
+	{
+		if (consumer_try_acquire())
+		{
+			Flight	   *f = &b->flight[b->n++];
+
+			snprintf(f->key, sizeof(f->key), "%s", PQgetvalue(res, i, 0));
+			snprintf(f->token, sizeof(f->token), "%s", PQgetvalue(res, i, 1));
+			f->ends_us = now_us() + (int64_t) opt_service_ms * 1000;
+		}
+		else
+		{
+			b->keys[nbusy] = PQgetvalue(res, i, 0);
+			b->tokens[nbusy++] = PQgetvalue(res, i, 1);
+		}
+	}
+	if (nbusy > 0)
+	{
+		const char *params[3];
+		int64_t		t0 = now_us();
+		PGresult   *pres;
+		int			parked;
+
+		snprintf(backoff, sizeof(backoff), "%d ms", opt_backoff_ms);
+		params[0] = array_literal(b->keys_lit, b->keys, nbusy);
+		params[1] = backoff;
+		params[2] = array_literal(b->tokens_lit, b->tokens, nbusy);
+		pres = run(b->conn, "park_batch", 3, params);
+		/* the rows parked: fewer when a lease was lost (that row is not ours) */
+		parked = atoi(PQgetvalue(pres, 0, 0));
+		PQclear(pres);
+		count_bounce(nbusy, now_us() - t0);
+		if (parked < nbusy)
+			count_lost_lease(nbusy - parked);
+		for (i = 0; i < nbusy; i++)
+			print_outcome("busy", b->keys[i]);
+	}
+	PQclear(res);
+}
+
+/*
+ * Wait for the first service in flight to end, then settle every row whose
+ * service has ended in one statement, which takes up to as many rows as it
+ * settled -- the slots they freed -- in the same commit.  Returns those rows.
+ */
+static PGresult *
+settle_batch(Batch *b)
+{
+	int64_t		first = b->flight[0].ends_us;
+	int64_t		now;
+	int64_t		t0;
+	const char *params[3];
+	char		nbuf[16];
+	PGresult   *res;
+	int			n = 0;
+	int			kept = 0;
+	int			i;
+
+	for (i = 1; i < b->n; i++)
+		if (b->flight[i].ends_us < first)
+			first = b->flight[i].ends_us;
+	now = now_us();
+	if (first > now)
+		sleep_us(first - now);
+
+	now = now_us();
+	for (i = 0; i < b->n; i++)
+		if (b->flight[i].ends_us <= now)
+		{
+			b->keys[n] = b->flight[i].key;
+			b->tokens[n++] = b->flight[i].token;
+			if (!opt_hold_through_commit)
+				consumer_release();		/* the service ended */
+		}
+
+	t0 = now_us();
+	snprintf(nbuf, sizeof(nbuf), "%d", n);
+	params[0] = array_literal(b->keys_lit, b->keys, n);
+	params[1] = array_literal(b->tokens_lit, b->tokens, n);
+	params[2] = nbuf;
+	/*
+	 * A row whose lease was lost settles nothing and is skipped: whoever
+	 * holds its new lease delivers it.  This form does not say which (it
+	 * takes no row only when it settled none); as in deliver(), the
+	 * end-of-run checks show it.
+	 */
+	res = run(b->conn, "complete_batch", 3, params);
+	count_delivered(n, now_us() - t0);
+	count_taken_next(PQntuples(res));
+	for (i = 0; i < n; i++)
+	{
+		if (opt_hold_through_commit)
+			consumer_release();
+		print_outcome("delivered", b->keys[i]);
+	}
+
+	/* the settled rows leave the flight */
+	for (i = 0; i < b->n; i++)
+		if (b->flight[i].ends_us > now)
+			b->flight[kept++] = b->flight[i];
+	b->n = kept;
+	return res;
+}
+
+/*
+ * --batch B: keep up to B rows in flight.  The simulated consumer serves
+ * them side by side, so one thread drives them all without helpers: it
+ * claims B rows (blocking while none is claimable) only when nothing is in
+ * flight; otherwise it settles what has finished and offers the rows that
+ * settle took, so the flight stays full while rows are there to take.
+ */
+static void *
+batch_main(void *arg)
+{
+	Batch		b;
+	char		wait[32];
+	char		nbuf[16];
+	size_t		lit = (size_t) opt_batch * (2 * 255 + 3) + 3;
+
+	(void) arg;
+	b.conn = connect_db();
+	b.flight = calloc(opt_batch, sizeof(Flight));
+	b.n = 0;
+	b.keys = calloc(opt_batch, sizeof(char *));
+	b.tokens = calloc(opt_batch, sizeof(char *));
+	b.keys_lit = malloc(lit);
+	b.tokens_lit = malloc(lit);
+	if (!b.flight || !b.keys || !b.tokens || !b.keys_lit || !b.tokens_lit)
+		die("out of memory", NULL);
+	snprintf(wait, sizeof(wait), "%d ms", opt_wait_ms);
+	snprintf(nbuf, sizeof(nbuf), "%d", opt_batch);
+	prepare(b.conn, "claim_batch", SQL_CLAIM_BATCH);
+	prepare(b.conn, "complete_batch", SQL_COMPLETE_BATCH);
+	prepare(b.conn, "park_batch", SQL_PARK_BATCH);
+
+	pthread_barrier_wait(&start_barrier);
+
+	while (!run_done())
+	{
+		if (b.n == 0)
+		{
+			const char *params[3] = {opt_topic, wait, nbuf};
+			int64_t		t0 = now_us();
+			PGresult   *res = run(b.conn, "claim_batch", 3, params);
+
+			count_claim(PQntuples(res), now_us() - t0);
+			offer_batch(&b, res);
+		}
+		else
+			offer_batch(&b, settle_batch(&b));
+	}
+
+	finish_thread(b.conn);
+	free(b.flight);
+	free(b.keys);
+	free(b.tokens);
+	free(b.keys_lit);
+	free(b.tokens_lit);
+	return NULL;
+}
+
 
 /* Sample the busy slots every opt_sample_ms until the run is over. */
 static void *
@@ -727,7 +999,10 @@ usage(void)
 			"  --hold-slot-through-commit\n"
 			"                     keep the slot until complete() has committed,\n"
 			"                     instead of freeing it when the service ends\n"
-			"  --progress         show a live progress line on stderr\n");
+			"  --progress         show a live progress line on stderr\n"
+			"  --batch B          (handoff, limit; 1.2) up to B rows in flight per\n"
+			"                     thread, settled and refilled with the batch forms\n"
+			"  --print-outcomes   print \"delivered KEY\" / \"busy KEY\" per outcome\n");
 	exit(2);
 }
 
@@ -759,6 +1034,8 @@ parse_args(int argc, char **argv)
 		{"csv", required_argument, NULL, 'o'},
 		{"hold-slot-through-commit", no_argument, NULL, 'H'},
 		{"progress", no_argument, NULL, 'P'},
+		{"batch", required_argument, NULL, 'B'},
+		{"print-outcomes", no_argument, NULL, 'O'},
 		{NULL, 0, NULL, 0}
 	};
 	int			c;
@@ -812,11 +1089,20 @@ parse_args(int argc, char **argv)
 			case 'P':
 				opt_progress = true;
 				break;
+			case 'B':
+				opt_batch = int_arg(optarg, 1);
+				break;
+			case 'O':
+				opt_print_outcomes = true;
+				break;
 			default:
 				usage();
 		}
 	}
 	if (optind != argc)
+		usage();
+	/* the batch forms settle with next_rows: the modes that take the next row */
+	if (opt_batch > 0 && !MODE_TAKES_NEXT(opt_mode))
 		usage();
 	if (opt_limit == 0)
 		opt_limit = opt_slots;
@@ -918,7 +1204,8 @@ main(int argc, char **argv)
 	/* Connect every thread, then start them all at once. */
 	pthread_barrier_init(&start_barrier, NULL, opt_threads + 1);
 	for (i = 0; i < opt_threads; i++)
-		if (pthread_create(&threads[i], NULL, dispatcher_main, NULL) != 0)
+		if (pthread_create(&threads[i], NULL,
+						   opt_batch > 0 ? batch_main : dispatcher_main, NULL) != 0)
 		{
 			perror("pthread_create");
 			exit(1);
@@ -971,6 +1258,8 @@ main(int argc, char **argv)
 		   opt_threads, opt_slots, opt_service_ms, opt_backoff_ms);
 	if (opt_mode == MODE_LIMIT)
 		printf("limit=%d\n", opt_limit);
+	if (opt_batch > 0)
+		printf("batch=%d\n", opt_batch);
 	printf("slot_freed_at=%s\n", opt_hold_through_commit ? "commit" : "service_end");
 	printf("makespan_ms=%.1f\n", makespan_ms);
 	printf("ideal_ms=%.1f\n", ideal_ms);
