@@ -125,10 +125,11 @@ for _ in $(seq 300); do
 	sleep 0.1
 done
 
-# calls of one aion_wake function (a regprocedure), as backends reported them
+# calls of one aion_wake function (its signature), as backends reported
+# them; 0 when there is no such function
 calls() {
 	q "SELECT coalesce((SELECT calls FROM pg_stat_user_functions
-	                     WHERE funcid = 'aion_wake.$1'::regprocedure), 0)"
+	                     WHERE funcid = to_regprocedure('aion_wake.$1')), 0)"
 }
 BATCH_COMPLETE='complete_many(text[],bigint[],integer,interval)'
 BATCH_PARK='park_many(text[],interval,bigint[])'
@@ -186,9 +187,9 @@ run_example() {
 		|| problems+=("$(q "SELECT count(*) FROM aion_wake.parked WHERE topic = '$topic'") rows left in the parked set")
 	if [ -n "$batched" ]; then
 		wait_for "SELECT coalesce((SELECT calls FROM pg_stat_user_functions
-		            WHERE funcid = 'aion_wake.$BATCH_COMPLETE'::regprocedure), 0) > $c0
+		            WHERE funcid = to_regprocedure('aion_wake.$BATCH_COMPLETE')), 0) > $c0
 		          AND coalesce((SELECT calls FROM pg_stat_user_functions
-		            WHERE funcid = 'aion_wake.$BATCH_PARK'::regprocedure), 0) > $p0" \
+		            WHERE funcid = to_regprocedure('aion_wake.$BATCH_PARK')), 0) > $p0" \
 			|| problems+=("the batch forms were not both called (complete: $c0 -> $(calls "$BATCH_COMPLETE"), park: $p0 -> $(calls "$BATCH_PARK"))")
 	fi
 	twice=$(uniq -d "$TMP/$name.delivered" | wc -l)
