@@ -24,6 +24,14 @@ GRANT EXECUTE ON FUNCTION
 	aion_wake.park(text, interval, bigint, int, interval),
 	aion_wake.dead_letter(text, text, bigint),
 	aion_wake.dead_letter(text, text, bigint, int, interval),
+	aion_wake.complete_many(text[], bigint[]),
+	aion_wake.complete_many(text[], bigint[], int, interval),
+	aion_wake.fail_many(text[], text, interval, bigint[]),
+	aion_wake.fail_many(text[], text, interval, bigint[], int, interval),
+	aion_wake.park_many(text[], interval, bigint[]),
+	aion_wake.park_many(text[], interval, bigint[], int, interval),
+	aion_wake.dead_letter_many(text[], text, bigint[]),
+	aion_wake.dead_letter_many(text[], text, bigint[], int, interval),
 	aion_wake.pulse(text, int)
 	TO aw_app;
 
@@ -79,6 +87,27 @@ SELECT dispatch_key AS sl_key, lease_token AS sl_token
 SELECT count(*) AS no_slot FROM aion_wake.claim('seclim');
 SELECT dispatch_key FROM aion_wake.complete(:'sl_key', :sl_token, 1, '30 s');
 SELECT dispatch_key FROM aion_wake.park('sl2', '1 hour', NULL, 1, '30 s');
+RESET ROLE;
+
+-- the 1.2 batch settles, as the application role: every form, and a real
+-- batch hand-off (the table privileges above are enough for it)
+SET ROLE aw_app;
+SELECT aion_wake.complete_many('{}', '{}') AS complete_many,
+       aion_wake.fail_many('{}', 'e', '0', '{}') AS fail_many,
+       aion_wake.park_many('{}', '1 s', '{}') AS park_many,
+       aion_wake.dead_letter_many('{}', 'r', '{}') AS dead_letter_many;
+SELECT (SELECT count(*) FROM aion_wake.complete_many('{}', '{}', 1)) AS complete_next,
+       (SELECT count(*) FROM aion_wake.fail_many('{}', 'e', '0', '{}', 1)) AS fail_next,
+       (SELECT count(*) FROM aion_wake.park_many('{}', '1 s', '{}', 1)) AS park_next,
+       (SELECT count(*) FROM aion_wake.dead_letter_many('{}', 'r', '{}', 1)) AS dead_letter_next;
+SELECT count(aion_wake.enqueue('sb' || g, '{}', 'secb')) FROM generate_series(1, 4) g;
+SELECT array_agg(dispatch_key ORDER BY dispatch_key) AS sb_keys,
+       array_agg(lease_token ORDER BY dispatch_key) AS sb_tokens
+  FROM aion_wake.claim('secb', 2) \gset
+SELECT dispatch_key FROM aion_wake.complete_many(:'sb_keys', :'sb_tokens', next_rows => 1);
+SELECT aion_wake.dead_letter_many(ARRAY['sb3'],  'r',
+                                  ARRAY[(SELECT lease_token FROM aion_wake.outbox
+                                          WHERE dispatch_key = 'sb3')]) AS dead;
 RESET ROLE;
 SELECT aion_wake.set_limit('seclim', NULL);
 
