@@ -1,13 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * aion_wake.h
- *	  Settings and limits shared by every part of aion_wake.
+ *	  What every part of aion_wake shares: the library's version and the
+ *	  LWLocks of its tranche.
  *
- *	  Each part of the extension (the parked set, the transaction hooks, the
- *	  outbox functions, the worker) has a header of its own; this one holds
- *	  only what all of them need: the configuration parameters defined in
- *	  settings.c, the input limits of the SQL interface, and the AwWake that
- *	  the set hands its callers.
+ *	  Each part of the extension has a header of its own, named for its
+ *	  source (include/aw_X.h declares src/X*.c).  This one is the base they
+ *	  stand on, like postgres.h for core: it includes nothing of the
+ *	  project's but the compatibility header, so any header may include it
+ *	  without an arrow running back up.  The tranche is requested in
+ *	  aion_wake.c, which also keeps the inventory of every lock.
  *
  * Copyright (c) 2026, aion_wake authors
  *
@@ -19,9 +21,6 @@
 #ifndef AION_WAKE_H
 #define AION_WAKE_H
 
-#include "fmgr.h"
-#include "datatype/timestamp.h"
-
 /* what differs between PostgreSQL majors: AW_MY_PROCNO, ... */
 #include "aw_compat.h"
 
@@ -31,35 +30,25 @@
  */
 #define AW_VERSION				"1.1"
 
-/* input limits of the SQL interface (README.md, SQL reference) */
-#define AW_KEY_MAXLEN			255
-#define AW_MAX_ROWS_LIMIT		1000000
+/* the named LWLock tranche of aion_wake (aion_wake.c requests it) */
+#define AW_TRANCHE_NAME			"aion_wake"
 
 /*
- * What an operation of the parked set leaves to be woken once its lock is
- * released: the set decides, its callers wake (aw_waiters_wake_for).
+ * The LWLocks of the tranche, one per shared structure.  No code holds two
+ * of them at once (doc/design.md, Locks: Order); what each guards is in
+ * aion_wake.c, beside the request.
  */
-typedef enum AwWake
+typedef enum AwLockId
 {
-	AW_WAKE_NONE = 0,
-	AW_WAKE_WORKER,				/* the worker must look (a retry time, an
-								 * entry put back, slots left over) */
-	AW_WAKE_SPENDER				/* a slot of the topic to spend: a claimer
-								 * blocked on it, or else the worker */
-} AwWake;
+	AW_LOCK_SET = 0,			/* the parked set (parked_set.c and its
+								 * files, aw_set_internal.h) */
+	AW_LOCK_WAITERS,			/* the waiter registry (waiters.c) */
+	AW_LOCK_PREPARED,			/* the prepared transactions' wakes
+								 * (prepared.c) */
+	AW_NUM_LOCKS
+} AwLockId;
 
-/* configuration parameters (settings.c) */
-extern char *aw_database_list;
-extern int	aw_max_parked_rows;
-extern int	aw_max_topics;
-extern int	aw_max_leases;
-extern int	aw_unfenced_max_age_ms;
-extern int	aw_pulse_credit_ms;
-extern int	aw_max_wait_ms;
-extern bool aw_listen;
-extern bool aw_notify_ready;
-extern char *aw_worker_role;
-
-extern void aw_define_settings(void);
+/* The LWLock id of the tranche; valid once shared memory is attached. */
+#define AW_LWLOCK(id)	(&(GetNamedLWLockTranche(AW_TRANCHE_NAME))[(id)].lock)
 
 #endif							/* AION_WAKE_H */

@@ -14,8 +14,10 @@
 #define AW_ARGS_H
 
 #include "fmgr.h"
+#include "datatype/timestamp.h"
 
-#include "aion_wake.h"
+/* the largest max_rows a claim or a re-offer takes (README.md, SQL reference) */
+#define AW_MAX_ROWS_LIMIT		1000000
 
 extern void aw_require_loaded(void);
 extern void aw_begin_write(const char *fname);

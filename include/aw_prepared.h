@@ -16,7 +16,7 @@
 
 #include "datatype/timestamp.h"
 
-#include "aw_pulse_parse.h"
+#include "aw_names.h"
 
 /* the most topics one prepared transaction keeps wakes for, one by one */
 #define AW_PREPARED_TOPICS 16

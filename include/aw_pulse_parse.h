@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Maximum length of a topic name, in bytes, not counting the terminator */
-#define AW_TOPIC_MAXLEN 63
+/* AW_TOPIC_MAXLEN */
+#include "aw_names.h"
 
 /* Largest slot count a single pulse may announce */
 #define AW_PULSE_MAX_SLOTS 1000000

@@ -26,9 +26,11 @@
 #ifndef AW_SET_H
 #define AW_SET_H
 
-#include "aion_wake.h"
-#include "aw_pulse_parse.h"
+#include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
+
+#include "aw_names.h"
+#include "aw_waiters.h"			/* AwWake */
 
 /*
  * Two kinds of entry share the set.  FENCED entries are made by park() and

@@ -16,8 +16,20 @@
 
 #include "datatype/timestamp.h"
 
-#include "aion_wake.h"
-#include "aw_pulse_parse.h"
+#include "aw_names.h"
+
+/*
+ * What an operation of the parked set leaves to be woken once its lock is
+ * released: the set decides, its callers wake (aw_waiters_wake_for).
+ */
+typedef enum AwWake
+{
+	AW_WAKE_NONE = 0,
+	AW_WAKE_WORKER,				/* the worker must look (a retry time, an
+								 * entry put back, slots left over) */
+	AW_WAKE_SPENDER				/* a slot of the topic to spend: a claimer
+								 * blocked on it, or else the worker */
+} AwWake;
 
 /* a topic whose rows the worker must look at (aw_waiters_due_fences) */
 typedef struct AwFenceCheck

@@ -31,6 +31,7 @@
 #include "aw_plans.h"
 #include "aw_prepared.h"
 #include "aw_set.h"
+#include "aw_settings.h"
 #include "aw_waiters.h"
 #include "aw_worker.h"
 #include "aw_worker_slots.h"
@@ -72,6 +73,25 @@ _PG_init(void)
  * Request the shared memory of the set, the waiter registry and the worker
  * slots, and the LWLock tranche.  On 15 and later this is only allowed
  * here.
+ *
+ * The locks of aion_wake's shared state (doc/design.md, Locks: Inventory):
+ *   - AW_LOCK_SET, the set lock: every field of the parked set -- entries,
+ *     topics, their lists, the fence and lease heaps, the work and quiet
+ *     lists, limits, reservations, lease records, counters
+ *     (aw_set_internal.h; parked_set.c, pulse_spend.c, lease_ledger.c,
+ *     set_views.c);
+ *   - AW_LOCK_WAITERS, the waiter lock: the waiter slots, per-topic queues,
+ *     inboxes, readiness numbers and fence bookkeeping (waiters.c);
+ *   - AW_LOCK_PREPARED: the wakes kept for prepared transactions
+ *     (prepared.c);
+ *   - one spinlock per worker slot: that slot's fields (worker_slots.c);
+ *   - an atomic count of waiters, and an atomic registration number per
+ *     waiter slot, read without a lock (waiters.c).
+ * No code holds two of the LWLocks at once, and none is held across a
+ * statement, a heavyweight lock, a latch wait or anything that may raise:
+ * a caller that needs two copies what it needs under the first, releases
+ * it, then takes the second.  The heavyweight locks (topic, extension,
+ * rows, tables) and their order are in doc/design.md, Locks.
  */
 static void
 aw_shmem_request(void)
@@ -82,8 +102,7 @@ aw_shmem_request(void)
 													  aw_waiters_shmem_size()),
 											 aw_worker_slots_shmem_size()),
 									aw_prepared_shmem_size()));
-	/* [0] the parked set, [1] the waiter registry, [2] the prepared wakes */
-	RequestNamedLWLockTranche("aion_wake", 3);
+	RequestNamedLWLockTranche(AW_TRANCHE_NAME, AW_NUM_LOCKS);
 }
 
 static void

@@ -49,6 +49,7 @@
 
 #include "aion_wake.h"
 #include "aw_listener.h"
+#include "aw_settings.h"
 
 /* bounds of the delay between attempts to open the listening connection */
 #define AW_CONNECT_MIN_MS		1000

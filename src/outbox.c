@@ -39,6 +39,7 @@
 #include "aw_claim.h"
 #include "aw_limits.h"
 #include "aw_plans.h"
+#include "aw_pulse_parse.h"
 #include "aw_reoffer.h"
 #include "aw_set.h"
 #include "aw_worker_slots.h"

@@ -20,18 +20,8 @@
  *	  claimer or the worker returns an AwWake, and the caller wakes them
  *	  once the lock is released.
  *
- *	  Locks.  aion_wake's shared state is guarded by these, and no code
- *	  holds two of them at once, so there is no order to get wrong:
- *	    - the set lock (LWLock 0 of the "aion_wake" tranche): every field
- *	      below -- entries, topics, their lists, the fence heap, the work
- *	      and quiet lists, the counters;
- *	    - the waiter lock (LWLock 1 of the tranche, waiters.c): the waiter
- *	      slots and the per-topic waiter queues;
- *	    - one spinlock per worker slot (worker_slots.c): that slot's fields.
- *	  A caller that needs two of them (the topics view: topics, then their
- *	  waiters) copies what it needs under the first, releases it, and then
- *	  takes the second.  The heavyweight locks (topic, extension, rows) and
- *	  their order are in doc/design.md, Locks.
+ *	  Everything here is guarded by the set lock (AW_LOCK_SET; the
+ *	  inventory of every lock is in aion_wake.c, beside the request).
  *
  * Copyright (c) 2026, aion_wake authors
  *
@@ -49,9 +39,11 @@
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
+#include "aion_wake.h"
 #include "aw_compat.h"
 #include "aw_fence_heap.h"
 #include "aw_set.h"
+#include "aw_settings.h"
 #include "aw_waiters.h"
 
 /* first delay before a re-offer that found its row locked is retried */
@@ -258,7 +250,7 @@ aw_set_shmem_init(void)
 	if (!found)
 	{
 		memset(aw_shared, 0, sizeof(AwShared));
-		aw_shared->lock = &(GetNamedLWLockTranche("aion_wake"))->lock;
+		aw_shared->lock = AW_LWLOCK(AW_LOCK_SET);
 		aw_shared->next_generation = 1;
 		aw_shared->next_seq = 1;
 		dlist_init(&aw_shared->work);

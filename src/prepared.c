@@ -45,6 +45,7 @@
 #include "tcop/utility.h"
 #include "utils/timestamp.h"
 
+#include "aion_wake.h"
 #include "aw_prepared.h"
 #include "aw_waiters.h"
 
@@ -95,7 +96,7 @@ aw_prepared_shmem_init(void)
 	if (!found)
 	{
 		memset(aw_prepared, 0, aw_prepared_size(max_prepared_xacts));
-		aw_prepared->lock = &(GetNamedLWLockTranche("aion_wake"))[2].lock;
+		aw_prepared->lock = AW_LWLOCK(AW_LOCK_PREPARED);
 		aw_prepared->nentries = max_prepared_xacts;
 	}
 }

@@ -35,6 +35,7 @@
 
 #include "aw_args.h"
 #include "aw_set.h"
+#include "aw_settings.h"
 #include "aw_waiters.h"
 #include "aw_worker_slots.h"
 

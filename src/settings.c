@@ -20,7 +20,7 @@
 
 #include "utils/guc.h"
 
-#include "aion_wake.h"
+#include "aw_settings.h"
 
 /* GUC variables */
 char	   *aw_database_list = NULL;

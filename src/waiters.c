@@ -32,8 +32,8 @@
  *	  has looked past its fence (a fence that passed before the commit, or
  *	  while the worker was busy) wakes the waiters for its rows itself.
  *
- *	  Everything here is guarded by the second LWLock of the "aion_wake"
- *	  tranche; nothing raises while holding it.
+ *	  Everything here is guarded by the waiter lock (AW_LOCK_WAITERS of the
+ *	  tranche, aion_wake.c); nothing raises while holding it.
  *
  * Copyright (c) 2026, aion_wake authors
  *
@@ -156,7 +156,7 @@ aw_waiters_shmem_init(void)
 	if (!found)
 	{
 		memset(aw_wait, 0, offsetof(AwWaitShared, slots) + n * sizeof(AwWaiter));
-		aw_wait->lock = &(GetNamedLWLockTranche("aion_wake"))[1].lock;
+		aw_wait->lock = AW_LWLOCK(AW_LOCK_WAITERS);
 		pg_atomic_init_u32(&aw_wait->n_waiters, 0);
 		aw_wait->nslots = n;
 		for (int i = 0; i < n; i++)

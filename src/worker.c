@@ -55,6 +55,7 @@
 #include "aw_limits.h"
 #include "aw_plans.h"
 #include "aw_set.h"
+#include "aw_settings.h"
 #include "aw_waiters.h"
 #include "aw_worker.h"
 #include "aw_worker_slots.h"

@@ -42,7 +42,7 @@
 #include "utils/lsyscache.h"
 #include "utils/varlena.h"
 
-#include "aion_wake.h"
+#include "aw_settings.h"
 #include "aw_worker_slots.h"
 
 typedef struct AwWorkerSlots
