@@ -12,6 +12,7 @@ OBJS = \
 	src/batch.o \
 	src/claim.o \
 	src/fence_heap.o \
+	src/lease_ledger.o \
 	src/limits.o \
 	src/listener.o \
 	src/outbox.o \
@@ -19,8 +20,10 @@ OBJS = \
 	src/plans.o \
 	src/prepared.o \
 	src/protocol.o \
+	src/pulse_spend.o \
 	src/pulse_parse.o \
 	src/reoffer.o \
+	src/set_views.o \
 	src/settings.o \
 	src/waiters.o \
 	src/worker.o \

@@ -16,6 +16,8 @@
 #include "fmgr.h"
 #include "datatype/timestamp.h"
 
+#include "aw_parked_set.h"		/* AwParkResult */
+
 /* the largest max_rows a claim or a re-offer takes (README.md, SQL reference) */
 #define AW_MAX_ROWS_LIMIT		1000000
 
@@ -28,6 +30,8 @@ extern char *aw_arg_key(FunctionCallInfo fcinfo, int argno);
 extern char *aw_arg_topic(FunctionCallInfo fcinfo, int argno);
 extern void aw_arg_not_null(FunctionCallInfo fcinfo, int argno, const char *name);
 extern int64 aw_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name);
+/* the WARNING of a park the set had no room for (G6) */
+extern void aw_warn_park_failed(AwParkResult r, const char *key, bool fenced);
 extern int32 aw_arg_int_range(FunctionCallInfo fcinfo, int argno, const char *name,
 							  int32 min, int32 max);
 

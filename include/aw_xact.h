@@ -19,7 +19,9 @@
 #ifndef AW_XACT_H
 #define AW_XACT_H
 
-#include "aw_set.h"
+#include "aw_lease_ledger.h"
+#include "aw_parked_set.h"
+#include "aw_pulse_spend.h"
 
 /*
  * A pending FENCED entry made by park(): confirm at commit, abandon at
@@ -41,10 +43,10 @@ extern AwParkRecord *aw_xact_prepare_park(const char *key);
  * the set, so that however the transaction ends -- ERROR, FATAL, a crash of
  * the statement -- the entries it holds in flight go back with their slots.
  */
-extern AwTakeBatch *aw_xact_take_batch(const char *topic, int max);
+extern AwRound *aw_xact_prepare_round(const char *topic, int max);
 
 /*
- * A claim's reservation of slots of a limited topic (aw_set_reserve):
+ * A claim's reservation of slots of a limited topic (aw_ledger_reserve):
  * allocated before the slots are reserved; the claim counts off what it
  * turns into leases or gives back, and whatever is left when the
  * transaction ends without that goes back.
@@ -82,7 +84,7 @@ extern int	aw_xact_settled_leases(const char *topic, AwSettledLease *out, int ma
 
 /*
  * set_limit(): recorded before the pool is promised anything; the caller
- * sets the flag returned, and old_max, once aw_set_limit_promise succeeded.
+ * sets the flag returned, and old_max, once aw_ledger_limit_promise succeeded.
  * At commit the limit applies (with the live leases found) and the
  * claimers its new slots can take are woken; at abort the promise is
  * taken back.

@@ -30,7 +30,7 @@
 #include "aw_limits.h"
 #include "aw_plans.h"
 #include "aw_prepared.h"
-#include "aw_set.h"
+#include "aw_parked_set.h"
 #include "aw_settings.h"
 #include "aw_waiters.h"
 #include "aw_worker.h"

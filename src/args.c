@@ -24,7 +24,7 @@
 
 #include "aw_args.h"
 #include "aw_pulse_parse.h"
-#include "aw_set.h"
+#include "aw_parked_set.h"
 #include "aw_worker_slots.h"
 
 /*
@@ -190,4 +190,24 @@ aw_arg_int_range(FunctionCallInfo fcinfo, int argno, const char *name,
 				 errmsg("%s must be between %d and %d", name, min, max),
 				 errdetail("The value given is %d.", v)));
 	return v;
+}
+
+/*
+ * The WARNING for a park that found the set or the topic table full (G6):
+ * the caller's transaction goes on, the row keeps its fence.  Called
+ * without the set lock.
+ */
+void
+aw_warn_park_failed(AwParkResult r, const char *key, bool fenced)
+{
+	ereport(WARNING,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 r == AW_PARK_SET_FULL ?
+			 errmsg("aion_wake parked set is full") :
+			 errmsg("aion_wake topic table is full"),
+			 fenced ?
+			 errdetail("Row \"%s\" waits until its fence; no pulse will re-offer it.", key) :
+			 errdetail("Row \"%s\" was not parked.", key),
+			 errhint("Increase \"%s\".", r == AW_PARK_SET_FULL ?
+					 "aion_wake.max_parked_rows" : "aion_wake.max_topics")));
 }

@@ -58,7 +58,8 @@
 #include "aw_plans.h"
 #include "aw_pulse_parse.h"
 #include "aw_reoffer.h"
-#include "aw_set.h"
+#include "aw_lease_ledger.h"
+#include "aw_pulse_spend.h"
 #include "aw_settings.h"
 #include "aw_waiters.h"
 #include "aw_worker_slots.h"
@@ -319,14 +320,14 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 			if (n > 0)			/* allocated first: an error gives them back */
 				t->reserve->handing = MemoryContextAlloc(TopTransactionContext,
 														 sizeof(AwSettledLease) * n);
-			t->handed = aw_set_reserve_handed(t->name, t->from, n, &t->reserve->left);
+			t->handed = aw_ledger_reserve_handed(t->name, t->from, n, &t->reserve->left);
 			if (t->handed > 0)
 				memcpy(t->reserve->handing, t->from, sizeof(AwSettledLease) * t->handed);
 			t->reserve->n_handing = t->handed;
 			for (j = 0; j < t->handed; j++)
 				t->own_slots += t->from[j].pulse ? 1 : 0;
 			t->allow = t->handed +
-				aw_set_reserve(t->name, c->max_rows - t->handed, &t->limited);
+				aw_ledger_reserve(t->name, c->max_rows - t->handed, &t->limited);
 			t->limited |= t->handed > 0;
 			if (t->limited)
 				t->reserve->left = t->allow;
@@ -376,7 +377,7 @@ aw_claim_settle_reservations(AwClaim *c)
 			}
 		}
 		/* a lease that ends before all others: the worker must look again */
-		if (aw_set_leases_open(kept, preds, c->nleases))
+		if (aw_ledger_open(kept, preds, c->nleases))
 			aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
 		pfree(preds);
 	}
@@ -395,7 +396,7 @@ aw_claim_settle_reservations(AwClaim *c)
 			int32		paired = Min(t->handed, t->got);
 
 			/* the handed slots the leases did not take (those came first) */
-			aw_set_unreserve(t->name, unused, t->from + paired, t->handed - paired);
+			aw_ledger_unreserve(t->name, unused, t->from + paired, t->handed - paired);
 			t->reserve->left = 0;
 			if (aw_waiters_ready_gen(MyDatabaseId, t->name) != t->ready_gen)
 				aw_waiters_wake(MyDatabaseId, t->name, 1);
@@ -1054,7 +1055,7 @@ aw_claim_next_topics(FunctionCallInfo fcinfo, const char *const *topics,
 		{
 			int32		k;
 
-			if (aw_set_topic_limited(topics[i], &max_in_flight))
+			if (aw_ledger_topic_limited(topics[i], &max_in_flight))
 				continue;
 			for (k = 0; k < settled[i]; k++)
 				aw_xact_record_handoff_pulse(topics[i]);
@@ -1090,7 +1091,7 @@ aw_claim_next_topics(FunctionCallInfo fcinfo, const char *const *topics,
 		{
 			int32		max_in_flight;
 
-			if (aw_set_topic_limited(topics[i], &max_in_flight))
+			if (aw_ledger_topic_limited(topics[i], &max_in_flight))
 				continue;
 			unused = settled[i];
 		}

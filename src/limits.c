@@ -71,7 +71,8 @@
 #include "aw_args.h"
 #include "aw_limits.h"
 #include "aw_plans.h"
-#include "aw_set.h"
+#include "aw_lease_ledger.h"
+#include "aw_parked_set.h"
 #include "aw_settings.h"
 #include "aw_waiters.h"
 #include "aw_worker_slots.h"
@@ -295,7 +296,7 @@ aw_limits_load_topic(const char *topic)
 	int32		wake;
 	bool		isnull;
 
-	if (aw_set_topic_limited(topic, &max_in_flight))
+	if (aw_ledger_topic_limited(topic, &max_in_flight))
 		return AW_LOAD_DONE;
 	if (!ConditionalLockDatabaseObject(ExtensionRelationId, (Oid) aw_topic_lock_key(topic),
 									   AW_TOPIC_LOCK_SUBID, AccessExclusiveLock))
@@ -315,7 +316,7 @@ aw_limits_load_topic(const char *topic)
 	if (leases == NULL)
 		return AW_LOAD_FULL;
 	/* the pool is checked as set_limit() checks it */
-	r = aw_set_limit_load(topic, max_in_flight, leases, n_leases, &wake);
+	r = aw_ledger_limit_load(topic, max_in_flight, leases, n_leases, &wake);
 	pfree(leases);
 	if (r != AW_LIMIT_OK)
 		return AW_LOAD_FULL;
@@ -408,7 +409,7 @@ aw_limits_missing(char **topics, int ntopics, uint64 mask, bool served, bool war
 		int32		max_in_flight;
 
 		if ((mask & (UINT64CONST(1) << i)) &&
-			!aw_set_topic_limited(topics[i], &max_in_flight))
+			!aw_ledger_topic_limited(topics[i], &max_in_flight))
 			names[nq++] = CStringGetTextDatum(topics[i]);
 	}
 	if (nq == 0)
@@ -437,14 +438,14 @@ aw_limits_missing(char **topics, int ntopics, uint64 mask, bool served, bool war
 				continue;
 			if (!served)
 				aw_limits_load_detached(limited[r]);
-			if (aw_set_topic_limited(limited[r], &max_in_flight))
+			if (aw_ledger_topic_limited(limited[r], &max_in_flight))
 				continue;
 			for (i = 0; i < ntopics; i++)
 			{
 				if (strcmp(topics[i], limited[r]) == 0)
 					missing |= UINT64CONST(1) << i;
 			}
-			aw_set_count_limit_not_loaded();
+			aw_ledger_count_limit_not_loaded();
 			if (warn)
 				ereport(WARNING,
 						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
@@ -509,7 +510,7 @@ aw_limits_before_commit(const char *topic, int32 max_in_flight, AwLiveLease **le
 	SPI_connect();
 	now_live = aw_read_live_leases(topic, &n, true);
 	SPI_finish();
-	if (!aw_set_limit_repromise(topic, max_in_flight, n))
+	if (!aw_ledger_limit_repromise(topic, max_in_flight, n))
 		aw_limit_refused(topic, AW_LIMIT_LEASES_FULL, n);
 	pfree(*leases);
 	*leases = now_live;
@@ -574,7 +575,7 @@ aw_set_limit(PG_FUNCTION_ARGS)
 	 * here for the pool's promise, and again under the lock before the
 	 * commit.
 	 */
-	if (max_in_flight > 0 && !aw_set_topic_limited(topic, &current))
+	if (max_in_flight > 0 && !aw_ledger_topic_limited(topic, &current))
 		leases = aw_read_live_leases(topic, &n_leases, true);
 	SPI_finish();
 
@@ -590,7 +591,7 @@ aw_set_limit(PG_FUNCTION_ARGS)
 
 	rec = aw_xact_record_limit(topic, max_in_flight, leases, n_leases,
 							   aw_limits_before_commit);
-	r = aw_set_limit_promise(topic, max_in_flight, n_leases, &rec->old_max);
+	r = aw_ledger_limit_promise(topic, max_in_flight, n_leases, &rec->old_max);
 	rec->promised = (r == AW_LIMIT_OK);
 	if (r != AW_LIMIT_OK)
 		aw_limit_refused(topic, r, n_leases);
@@ -613,7 +614,7 @@ aw_limits_expire(TimestampTz now)
 
 	do
 	{
-		n = aw_set_expire_leases(now, released, lengthof(released), &next);
+		n = aw_ledger_expire(now, released, lengthof(released), &next);
 		for (i = 0; i < n; i++)
 			aw_waiters_wake(released[i].dbid, released[i].topic, 1);
 	} while (n == lengthof(released));
@@ -641,7 +642,7 @@ aw_limits_drop_callback(XactEvent event, void *arg)
 			Oid			dbid = lfirst_oid(lc);
 			AwWorkerSlot *slot = aw_worker_slot_for(dbid);
 
-			aw_set_forget_limits(dbid);
+			aw_ledger_forget_limits(dbid);
 			if (slot != NULL)
 				slot->limits_loaded = false;
 		}

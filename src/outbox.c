@@ -41,7 +41,8 @@
 #include "aw_plans.h"
 #include "aw_pulse_parse.h"
 #include "aw_reoffer.h"
-#include "aw_set.h"
+#include "aw_lease_ledger.h"
+#include "aw_parked_set.h"
 #include "aw_worker_slots.h"
 #include "aw_xact.h"
 
@@ -254,7 +255,7 @@ aw_record_settled(const char *key, const AwSettled *s, bool pulse)
 	if (aw_schema_version() >= 11)
 	{
 		aw_lock_topic(s->topic, AccessShareLock);
-		limited = s->has_token && aw_set_topic_limited(s->topic, &max_in_flight);
+		limited = s->has_token && aw_ledger_topic_limited(s->topic, &max_in_flight);
 	}
 	aw_xact_record_settle(key, s->token, s->topic, limited, pulse, s->old_fence);
 }

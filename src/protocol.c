@@ -34,7 +34,10 @@
 #include "utils/tuplestore.h"
 
 #include "aw_args.h"
-#include "aw_set.h"
+#include "aw_lease_ledger.h"
+#include "aw_parked_set.h"
+#include "aw_pulse_spend.h"
+#include "aw_set_views.h"
 #include "aw_settings.h"
 #include "aw_waiters.h"
 #include "aw_worker_slots.h"
@@ -260,7 +263,7 @@ aw_status(PG_FUNCTION_ARGS)
 		values[i++] = Int64GetDatum((int64) c.pulses_ignored);
 		values[i++] = Int64GetDatum((int64) c.leases_expired);
 		values[i++] = Int32GetDatum(aw_max_leases);
-		values[i++] = Int64GetDatum(aw_set_lease_count());
+		values[i++] = Int64GetDatum(aw_ledger_lease_count());
 	}
 	/* claims that found a limit not loaded yet: a column the next schema adds */
 	if (tupdesc->natts > i)

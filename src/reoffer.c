@@ -5,7 +5,7 @@
  *	  but only if the row still carries the fence its park wrote.
  *
  *	  A re-offer goes in rounds.  Each round takes candidates from the set
- *	  under its lock (parked_set.c decides where every slot goes), then one
+ *	  under its lock (pulse_spend.c decides where every slot goes), then one
  *	  statement moves the first rows among them that still carry their
  *	  park's fence, up to the round's slots, skipping rows that are locked,
  *	  and reports for every candidate whether it moved, is still parked, or
@@ -16,7 +16,7 @@
  *	  twice as far ahead in the next, so a pulse of k slots costs O(k + log n)
  *	  statements whatever the number n of stale entries before its rows.
  *
- *	  Each round is recorded in the transaction (aw_xact_take_batch) before
+ *	  Each round is recorded in the transaction (aw_xact_prepare_round) before
  *	  its entries are taken, so however the transaction ends -- ROLLBACK, an
  *	  error, a FATAL on the way out of a terminated backend -- the ABORT
  *	  callback gives the entries and their slots back.  The worker runs each
@@ -142,7 +142,7 @@ aw_cas_plan(bool claim)
 
 /* Run the compare-and-set over a round; fill b->outcomes.  Returns rows moved. */
 static int
-aw_reoffer_execute(AwTakeBatch *b, AwReofferClaim *claim)
+aw_reoffer_execute(AwRound *b, AwReofferClaim *claim)
 {
 	Datum	   *keys = palloc(sizeof(Datum) * b->n);
 	Datum	   *fences = palloc(sizeof(Datum) * b->n);
@@ -248,7 +248,7 @@ int64
 aw_reoffer_step(const char *topic, uint64 add_slots, AwReoffer *r,
 				bool notify_ready, List **moved_keys)
 {
-	AwTakeBatch *b = aw_xact_take_batch(topic, r->max);
+	AwRound *b = aw_xact_prepare_round(topic, r->max);
 	int			moved = 0;
 	int			stale = 0;
 	int			taken;
@@ -267,7 +267,7 @@ aw_reoffer_step(const char *topic, uint64 add_slots, AwReoffer *r,
 		return 0;
 	}
 	moved = aw_reoffer_execute(b, r->claim);
-	aw_waiters_wake_for(aw_set_settle(b), MyDatabaseId, NULL);
+	aw_waiters_wake_for(aw_set_finish_round(b), MyDatabaseId, NULL);
 
 	/* keep only what a rollback needs: the rows moved */
 	b->n = 0;
@@ -292,7 +292,7 @@ aw_reoffer_step(const char *topic, uint64 add_slots, AwReoffer *r,
 		Async_Notify("aion_wake_ready", topic);
 
 	/*
-	 * The caller's own slots this round did not spend (aw_set_settle hands
+	 * The caller's own slots this round did not spend (aw_set_finish_round hands
 	 * them back): the next round tries them further on when this one met
 	 * stale entries (dropped now, so each such round gets further); else
 	 * the candidates it could reach were locked or not movable by this

@@ -57,7 +57,7 @@
 #include "utils/timestamp.h"
 
 #include "aion_wake.h"
-#include "aw_set.h"
+#include "aw_pulse_spend.h"
 #include "aw_waiters.h"
 #include "aw_worker_slots.h"
 
@@ -554,7 +554,7 @@ aw_waiters_wake_spender(Oid dbid, const char *topic)
 }
 
 /*
- * Act on what a set operation left to be woken (aw_set.h): slots of a
+ * Act on what a set operation left to be woken (aw_parked_set.h, aw_pulse_spend.h): slots of a
  * topic to spend go to their spender (aw_waiters_wake_spender), or, when
  * nobody waits, to the worker.  Never raises.
  */

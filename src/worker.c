@@ -54,7 +54,9 @@
 #include "aw_reoffer.h"
 #include "aw_limits.h"
 #include "aw_plans.h"
-#include "aw_set.h"
+#include "aw_lease_ledger.h"
+#include "aw_parked_set.h"
+#include "aw_pulse_spend.h"
 #include "aw_settings.h"
 #include "aw_waiters.h"
 #include "aw_worker.h"
@@ -550,7 +552,7 @@ aw_worker_check_fences(void)
 			 */
 			if (visible > 0)
 				aw_waiters_mark_ready(MyDatabaseId, checks[i].topic);
-			free_slots = aw_set_free_slots(checks[i].topic);
+			free_slots = aw_ledger_free_slots(checks[i].topic);
 			if (free_slots >= 0)
 				visible = Min(visible, free_slots);
 			(void) aw_plan_run(aw_plan_prepare(&next_plan,

@@ -68,7 +68,7 @@ typedef struct AwRecord
 								 * topic's list; LIMIT: in aw_limit_records */
 	AwParkRecord park;			/* PARK */
 	uint64		generation;		/* FORGET: the entry's */
-	AwTakeBatch *batch;			/* TAKE */
+	AwRound *batch;			/* TAKE */
 	AwReserveRecord reserve;	/* RESERVE */
 	AwLiveLease *leases;		/* LEASES, LIMIT */
 	int32		n_leases;
@@ -190,10 +190,10 @@ aw_xact_prepare_park(const char *key)
 	return &aw_new_record(AW_REC_PARK, key)->park;
 }
 
-AwTakeBatch *
-aw_xact_take_batch(const char *topic, int max)
+AwRound *
+aw_xact_prepare_round(const char *topic, int max)
 {
-	AwTakeBatch *b = MemoryContextAllocZero(TopTransactionContext, sizeof(AwTakeBatch));
+	AwRound *b = MemoryContextAllocZero(TopTransactionContext, sizeof(AwRound));
 
 	strlcpy(b->topic, topic, sizeof(b->topic));
 	b->max = max;
@@ -255,7 +255,7 @@ aw_xact_record_settle(const char *key, int64 token, const char *topic,
 	if (!found)
 		dlist_init(&list->records);
 
-	r->mark = aw_set_lease_settle(key, token, &r->prev);
+	r->mark = aw_ledger_settle(key, token, &r->prev);
 	if (r->mark == AW_SETTLE_MARKED)
 		dlist_push_tail(&list->records, &r->settled_node);
 	else if (r->mark == AW_SETTLE_REPEAT && pulse)
@@ -533,18 +533,18 @@ aw_level_undo(AwLevel *l)
 				aw_waiters_wake_for(aw_set_undo_take(r->batch), MyDatabaseId, NULL);
 				break;
 			case AW_REC_RESERVE:
-				aw_set_unreserve(r->reserve.topic, r->reserve.left,
+				aw_ledger_unreserve(r->reserve.topic, r->reserve.left,
 								 r->reserve.handing, r->reserve.n_handing);
 				break;
 			case AW_REC_LEASES:
 				/* the rows wake claimers as claimable rows (CLAIMED) */
-				aw_set_leases_rollback(r->leases, r->n_leases);
+				aw_ledger_rollback(r->leases, r->n_leases);
 				break;
 			case AW_REC_SETTLE:
 				if (r->mark == AW_SETTLE_MARKED)
 				{
 					dlist_delete(&r->settled_node);
-					aw_set_lease_unsettle(r->key, r->token, r->prev);
+					aw_ledger_unsettle(r->key, r->token, r->prev);
 				}
 				else if (r->first != NULL)
 					r->first->pulses_repeated--;
@@ -561,7 +561,7 @@ aw_level_undo(AwLevel *l)
 				if (r->first != NULL)
 					r->first->superseded = false;
 				if (r->limit.promised)
-					(void) aw_set_limit_end(r->topic, r->max_in_flight, r->limit.old_max,
+					(void) aw_ledger_limit_end(r->topic, r->max_in_flight, r->limit.old_max,
 											r->leases, r->n_leases, false);
 				break;
 			case AW_REC_FORGET:
@@ -615,12 +615,12 @@ aw_level_commit(AwLevel *l)
 									MyDatabaseId, NULL);
 				break;
 			case AW_REC_LEASES:
-				aw_set_leases_commit(r->leases, r->n_leases);
+				aw_ledger_commit(r->leases, r->n_leases);
 				break;
 			case AW_REC_SETTLE:
 				/* a repeat releases nothing: the settle it repeats does */
 				if (r->mark == AW_SETTLE_MARKED &&
-					aw_set_lease_release(r->key, r->token, topic) == AW_RELEASE_FREED)
+					aw_ledger_release(r->key, r->token, topic) == AW_RELEASE_FREED)
 				{
 					/* a released slot wakes one claimer; unless park, a pulse */
 					if ((r->pulse || r->pulses_repeated > 0) &&
@@ -632,11 +632,11 @@ aw_level_commit(AwLevel *l)
 				break;
 			case AW_REC_LIMIT:
 				if (r->limit.promised && r->superseded)
-					(void) aw_set_limit_end(r->topic, r->max_in_flight, r->limit.old_max,
+					(void) aw_ledger_limit_end(r->topic, r->max_in_flight, r->limit.old_max,
 											r->leases, r->n_leases, false);
 				else if (r->limit.promised)
 				{
-					int32		wake = aw_set_limit_end(r->topic, r->max_in_flight,
+					int32		wake = aw_ledger_limit_end(r->topic, r->max_in_flight,
 														r->limit.old_max, r->leases,
 														r->n_leases, true);
 

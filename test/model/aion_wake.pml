@@ -30,8 +30,8 @@
  *   and no deadlock (spin's invalid end state check).
  *
  * Each atomic step is one hold of the set lock, one SQL statement or one
- * commit, mirroring src/parked_set.c, src/xact.c, src/reoffer.c and
- * src/outbox.c; comments name the C function.  A commit makes the row's
+ * commit, mirroring src/parked_set.c, src/pulse_spend.c, src/xact.c,
+ * src/reoffer.c and src/outbox.c; comments name the C function.  A commit makes the row's
  * new version visible and releases its lock first; the COMMIT/ABORT
  * callback (confirm, abandon, forget) is a later step, as in PostgreSQL
  * (CallXactCallbacks runs after ProcArrayEndTransaction).
@@ -56,7 +56,7 @@
  * pending one; aw_take_topic marks pending entries woken and makes credit
  * only in a plain round) and move each row straight from its parked fence
  * to a lease for the caller in one compare-and-set UPDATE (aw_cas_plan
- * with claim; aw_claim_parked_row), settled at once (aw_set_settle) and,
+ * with claim; aw_claim_parked_row), settled at once (aw_set_finish_round) and,
  * if the transaction rolls back, undone (aw_set_undo_take).  The model's
  * claimer does this, and with NEXT_ROWS so does dispatcher 1.  It found
  * F10, F11 and F12 in that code (README.md, "The direct hand-off"): the
@@ -112,7 +112,7 @@
  *   FIX_F12       aw_set_undo_take replaces an entry of another fence that
  *                 is not pending, where the code keeps any entry it finds
  *   FIX_F13       an entry the hand-off's own slot took and gave back
- *                 (aw_set_settle: its row locked) or moved (aw_set_undo_take
+ *                 (aw_set_finish_round: its row locked) or moved (aw_set_undo_take
  *                 after a rollback) comes back CONFIRMED and takes a live
  *                 credit, as any entry put back; the code takes none
  * Mutants, each must be rejected:
@@ -444,7 +444,7 @@ inline release_row(r)
 }
 
 /* ------------------------------------------------------------------
- * Parked set operations (src/parked_set.c).  Each is one hold of the set
+ * Parked set operations (src/parked_set.c, src/pulse_spend.c).  Each is one hold of the set
  * lock: callers wrap them in d_step.
  * ------------------------------------------------------------------ */
 
@@ -1130,7 +1130,7 @@ inline reoffer_round(t, holder, who, onlist, claimer, cap0, own0)
 			}
 		}
 		i = 0;
-		/* aw_set_settle(); a slot given back or a retry wakes the worker */
+		/* aw_set_finish_round(); a slot given back or a retry wakes the worker */
 		d_step {
 			for (i : 0 .. NR - 1) {
 				if
@@ -1341,7 +1341,7 @@ inline undo_round(holder, who)
  * moved nothing, goes to the oldest visible row of the topic (a row
  * outside the model, there or not), else it is a pulse of one slot at
  * commit (aw_claim_next).  A take that used it and moved no row (locked
- * or stale) gave it back to the caller (aw_set_settle's own_left): the
+ * or stale) gave it back to the caller (aw_set_finish_round's own_left): the
  * entry of a locked row is confirmed again and holds no slot.  So it is
  * spent once: on a moved row, a visible row or the pulse.
  *
@@ -1835,7 +1835,7 @@ end:	do
  * slot_cap = max_rows = 1, each taking the topic's due, then oldest
  * CONFIRMED entry under the set lock and moving its row straight from the
  * parked fence to a lease for this claimer in one compare-and-set UPDATE
- * (aw_claim_parked_row), settled at once (aw_set_settle), in the claim's
+ * (aw_claim_parked_row), settled at once (aw_set_finish_round), in the claim's
  * own (sub)transaction; no re-offer transaction before the claim.  Slots
  * it does not use stay on the counter.  Then the claim of visible rows,
  * modelled as (nondeterministically) some other row of the topic;

@@ -40,7 +40,7 @@
  *        assert on g9_spurious in leave);
  *   and no deadlock (spin's invalid end state check).
  *
- * Each atomic step is one hold of the set lock (src/parked_set.c), one
+ * Each atomic step is one hold of the set lock (src/lease_ledger.c), one
  * hold of the waiter lock (src/waiters.c), one SQL statement or one commit,
  * mirroring src/claim.c, src/outbox.c, src/xact.c, src/limits.c and
  * src/worker.c; comments name the C function.  A commit makes the rows'
@@ -91,7 +91,7 @@
  *                 is retried; claims of the topic take nothing meanwhile
  * Mutants, each must be rejected:
  *   MUTANT_L1     a settle's commit releases the row's lease record whatever
- *                 its token (no token check in aw_set_lease_release)
+ *                 its token (no token check in aw_ledger_release)
  *   MUTANT_L2     the claim reserves no slot before it locks rows: it reads
  *                 the free slots, locks and leases, and only then counts
  *                 the lease (reservation after the row lock)
@@ -270,7 +270,7 @@ bool tex = false;       /* held exclusively */
  * open transaction settled (s_row, s_tok): once, as settle is idempotent
  * per (key, token) within a transaction (twice with MUTANT_L8).  hd: the
  * slots its hand-off claim reserved for settled leases (handed).  The
- * pair (aw_set_leases_open): pr_pred, pr_succ, the rows (+ 1) of the
+ * pair (aw_ledger_open): pr_pred, pr_succ, the rows (+ 1) of the
  * settled lease and of the new lease that took its slot; while paired
  * they hold one slot, and so do a handed reservation and its settled
  * lease until the claim's lease opens (hding).  rt_*: the record of the settled lease that the
@@ -516,7 +516,7 @@ inline claim_once(mask, zz)
 {
 	/*
 	 * aw_claim_reserve(): per topic, aw_waiters_ready_gen() (waiter lock),
-	 * then aw_set_reserve() (set lock): allow = min(max_rows, limit - used).
+	 * then aw_ledger_reserve() (set lock): allow = min(max_rows, limit - used).
 	 * One step: a readiness event between the two would only make the
 	 * claim wake one more claimer when it gives its reservation back.
 	 */
@@ -611,8 +611,8 @@ inline claim_once(mask, zz)
 			opn = 0; cnow = 0
 		};
 		/*
-		 * aw_claim_settle_reservations(): aw_set_leases_open(), then each
-		 * unused reservation back (aw_set_unreserve), under the set lock
+		 * aw_claim_settle_reservations(): aw_ledger_open(), then each
+		 * unused reservation back (aw_ledger_unreserve), under the set lock
 		 */
 		d_step {
 			if
@@ -709,7 +709,7 @@ inline leave(unused)
 
 /*
  * COMMIT of a claim's transaction: the rows' new versions visible and
- * their locks released, then the callbacks (aw_set_leases_commit only
+ * their locks released, then the callbacks (aw_ledger_commit only
  * clears the record's open_pid, which the model does not need: a record's
  * token names its claim); the sums: the lease's fence to the worker
  * (aw_waiters_fence_hint), rows locked and not taken wake one claimer each
@@ -751,7 +751,7 @@ inline claim_commit()
 
 /*
  * ROLLBACK of a claim's transaction: the locks released, then the
- * callbacks: aw_set_leases_rollback (set lock), and the rows claimed or
+ * callbacks: aw_ledger_rollback (set lock), and the rows claimed or
  * locked are claimable again: one wake each (waiter lock); one step, as
  * for a settle's release
  */
@@ -802,9 +802,9 @@ inline claim_rollback()
  * second settle of the same lease (fail() again, or dead_letter(): the
  * token still matches, the transaction's own write keeps it); then
  * claim(topic, 2) (or next_rows => 2); COMMIT or ROLLBACK.  The claim
- * first reserves a slot for the settled lease (aw_set_reserve_handed:
+ * first reserves a slot for the settled lease (aw_ledger_reserve_handed:
  * its record still there, not handed yet, the topic not over its limit),
- * then the free ones for the rest (aw_set_reserve); it may take the
+ * then the free ones for the rest (aw_ledger_reserve); it may take the
  * settled row itself again (a re-take: the transaction's own write made
  * it visible).  Its first new lease is paired with the settled one (they
  * hold one slot until both are over), unless it is the re-take of that
@@ -855,7 +855,7 @@ inline handoff()
 	d_step {
 		/*
 		 * claim(topic, 2) (the topic lock is held since the settle):
-		 * aw_waiters_ready_gen(), aw_set_reserve_handed(), aw_set_reserve()
+		 * aw_waiters_ready_gen(), aw_ledger_reserve_handed(), aw_ledger_reserve()
 		 */
 		cnow = now;
 		rg_win[c] = 1; rg_dirty[c] = 0;
@@ -927,7 +927,7 @@ inline handoff()
 		v = 0
 	};
 	d_step {
-		/* aw_set_leases_open(): records, the first paired with the settled lease; unused back */
+		/* aw_ledger_open(): records, the first paired with the settled lease; unused back */
 		gotm = 0;
 		for (i : 0 .. NR - 1) {
 			if
@@ -956,7 +956,7 @@ inline handoff()
 			fi
 		}
 		i = 0; gotm = 0; hding = 0;
-		/* reserved and not used: back (aw_set_unreserve; rule 3 below) */
+		/* reserved and not used: back (aw_ledger_unreserve; rule 3 below) */
 		rsvd[0] = rsvd[0] - ret;
 		hd = 0; allow = 0
 	};
@@ -1001,7 +1001,7 @@ inline handoff_commit()
 		printf("MSC: C%d COMMIT hand-off\n", c)
 	};
 	atomic {
-		/* the settle's record(s), in order: aw_set_lease_release() */
+		/* the settle's record(s), in order: aw_ledger_release() */
 		v = 0;
 		if
 		:: rec_tok[r] == s_tok[c] && pr_pred == r + 1 ->
@@ -1059,7 +1059,7 @@ inline handoff_rollback()
 		printf("MSC: C%d ROLLBACK hand-off\n", c)
 	};
 	atomic {
-		/* aw_set_leases_rollback(): the new leases' records (a pair ends: the settled one keeps its slot) */
+		/* aw_ledger_rollback(): the new leases' records (a pair ends: the settled one keeps its slot) */
 		for (i : 0 .. NR - 1) {
 			if
 			:: (nl & B(i)) && rec_tok[i] == ntk[i] ->
@@ -1254,7 +1254,7 @@ end:	do
 			printf("MSC: C%d COMMIT settle of row %d\n", c, r)
 		   };
 			/*
-			 * ... then the callback: the record, aw_set_lease_release() (set
+			 * ... then the callback: the record, aw_ledger_release() (set
 			 * lock), then the wakes (waiter lock); one step: between the two
 			 * the slot is free, which a claim that looks then can only use
 			 */
@@ -1349,7 +1349,7 @@ active proctype worker()
 end:	do
 	:: atomic {
 		/*
-		 * aw_set_expire_leases(): every record whose end has passed (set
+		 * aw_ledger_expire(): every record whose end has passed (set
 		 * lock); then each wakes one blocked claimer of its topic (waiter
 		 * lock); one step, as for a settle's release
 		 */
@@ -1437,7 +1437,7 @@ end:	do
 			fi
 		};
 #endif
-		/* of a limited topic, only as many as it has free slots (aw_set_free_slots, set lock) */
+		/* of a limited topic, only as many as it has free slots (aw_ledger_free_slots, set lock) */
 		d_step {
 			if
 			:: lim[t] > 0 ->
