@@ -105,11 +105,10 @@ typedef enum AwLimitResult
 } AwLimitResult;
 
 /* claims: reservations, then leases */
-extern int32 aw_ledger_reserve(const char *topic, int32 want, bool *limited);
+extern int32 aw_ledger_reserve(const char *topic, int32 want, AwSettledLease *settled,
+								int n_settled, int32 *handed, bool *limited);
 extern void aw_ledger_unreserve(const char *topic, int32 n,
 								const AwSettledLease *handing, int n_handing);
-extern int32 aw_ledger_reserve_handed(const char *topic, AwSettledLease *settled, int n,
-									  int32 *left);
 extern bool aw_ledger_open(const AwLiveLease *leases, const AwSettledLease **preds,
 						   int n);
 extern void aw_ledger_commit(const AwLiveLease *leases, int n);

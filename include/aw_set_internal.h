@@ -138,7 +138,7 @@ typedef struct AwLease
 	int32		owner_pid;		/* OPEN: the claimer; SETTLED: the settler */
 	bool		handed;			/* SETTLED, its slot passed to a successor */
 	bool		handing;		/* SETTLED, a slot reserved for its successor
-								 * shares its slot (aw_set_reserve_handed) */
+								 * shares its slot (aw_topic_reserve_handed) */
 	struct AwLease *partner;	/* the other lease of a hand-off pair */
 	AwHeapNode	end_node;		/* in AwShared.lease_ends */
 	dlist_node	topic_node;		/* in its topic's leases */

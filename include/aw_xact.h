@@ -20,6 +20,7 @@
 #define AW_XACT_H
 
 #include "aw_lease_ledger.h"
+#include "aw_limits.h"			/* AwReserveRecord */
 #include "aw_parked_set.h"
 #include "aw_pulse_spend.h"
 
@@ -44,21 +45,6 @@ extern AwParkRecord *aw_xact_prepare_park(const char *key);
  * the statement -- the entries it holds in flight go back with their slots.
  */
 extern AwRound *aw_xact_prepare_round(const char *topic, int max);
-
-/*
- * A claim's reservation of slots of a limited topic (aw_ledger_reserve):
- * allocated before the slots are reserved; the claim counts off what it
- * turns into leases or gives back, and whatever is left when the
- * transaction ends without that goes back.
- */
-typedef struct AwReserveRecord
-{
-	char		topic[AW_TOPIC_MAXLEN + 1];
-	int32		left;
-	/* settled leases whose successors' slots are among those left */
-	AwSettledLease *handing;
-	int32		n_handing;
-} AwReserveRecord;
 
 extern AwReserveRecord *aw_xact_prepare_reserve(const char *topic);
 

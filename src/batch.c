@@ -44,7 +44,6 @@
 #include "aw_claim.h"
 #include "aw_limits.h"
 #include "aw_plans.h"
-#include "aw_lease_ledger.h"
 #include "aw_parked_set.h"
 #include "aw_worker_slots.h"
 #include "aw_xact.h"
@@ -343,7 +342,7 @@ aw_batch_lock_topics(AwBatch *b)
 			{
 				int32		max_in_flight;
 
-				chunk[i]->limited = aw_ledger_topic_limited(chunk[i]->name, &max_in_flight);
+				chunk[i]->limited = aw_limits_topic_limited(chunk[i]->name, &max_in_flight);
 			}
 			n = 0;
 		}

@@ -58,7 +58,6 @@
 #include "aw_plans.h"
 #include "aw_pulse_parse.h"
 #include "aw_reoffer.h"
-#include "aw_lease_ledger.h"
 #include "aw_pulse_spend.h"
 #include "aw_settings.h"
 #include "aw_waiters.h"
@@ -90,8 +89,6 @@ typedef struct AwClaimTopic
 	int32		share;			/* of the rows wanted, this round (several topics) */
 	int32		got_before;		/* got when this round began */
 	bool		limited;
-	uint64		ready_gen;		/* readiness before reserving
-								 * (doc/design.md, Wake rules: 3) */
 	AwReserveRecord *reserve;
 	/* the zero-gap hand-off: leases this transaction settled pass their slots */
 	AwSettledLease *from;		/* the leases, handed of them */
@@ -306,31 +303,16 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 			continue;
 		if (limits)
 		{
-			int			n;
 			int			j;
 
-			t->ready_gen = aw_waiters_ready_gen(MyDatabaseId, t->name);
-			/* recorded first: an error gives back what is reserved */
-			t->reserve = aw_xact_prepare_reserve(t->name);
 			if (t->from == NULL)	/* kept as long as the claim, across probes */
 				t->from = MemoryContextAlloc(GetMemoryChunkContext(c),
 											 sizeof(AwSettledLease) * aw_claim_handoff_max(c, i));
-			n = aw_xact_settled_leases(t->name, t->from,
-									   Min(c->max_rows, aw_claim_handoff_max(c, i)));
-			if (n > 0)			/* allocated first: an error gives them back */
-				t->reserve->handing = MemoryContextAlloc(TopTransactionContext,
-														 sizeof(AwSettledLease) * n);
-			t->handed = aw_ledger_reserve_handed(t->name, t->from, n, &t->reserve->left);
-			if (t->handed > 0)
-				memcpy(t->reserve->handing, t->from, sizeof(AwSettledLease) * t->handed);
-			t->reserve->n_handing = t->handed;
+			t->reserve = aw_limits_reserve(t->name, c->max_rows, t->from,
+										   Min(c->max_rows, aw_claim_handoff_max(c, i)),
+										   &t->allow, &t->handed, &t->limited);
 			for (j = 0; j < t->handed; j++)
 				t->own_slots += t->from[j].pulse ? 1 : 0;
-			t->allow = t->handed +
-				aw_ledger_reserve(t->name, c->max_rows - t->handed, &t->limited);
-			t->limited |= t->handed > 0;
-			if (t->limited)
-				t->reserve->left = t->allow;
 		}
 		else
 			t->allow = c->max_rows;
@@ -353,16 +335,14 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
  * ends.
  */
 static void
-aw_claim_settle_reservations(AwClaim *c)
+aw_claim_open_leases(AwClaim *c)
 {
 	int			i;
 
 	if (c->nleases > 0)
 	{
-		AwLiveLease *kept = aw_xact_prepare_leases(c->nleases);
 		const AwSettledLease **preds = palloc0(sizeof(AwSettledLease *) * c->nleases);
 
-		memcpy(kept, c->leases, sizeof(AwLiveLease) * c->nleases);
 		/* a topic's first leases take the slots of the settled ones handed */
 		for (i = 0; i < c->ntopics; i++)
 		{
@@ -376,9 +356,7 @@ aw_claim_settle_reservations(AwClaim *c)
 					preds[l] = &t->from[paired++];
 			}
 		}
-		/* a lease that ends before all others: the worker must look again */
-		if (aw_ledger_open(kept, preds, c->nleases))
-			aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
+		aw_limits_open_leases(c->leases, preds, c->nleases);
 		pfree(preds);
 	}
 	for (i = 0; i < c->ntopics; i++)
@@ -387,21 +365,8 @@ aw_claim_settle_reservations(AwClaim *c)
 
 		if (t->excess > 0)
 			aw_xact_record_released(t->name, t->excess);
-		if (t->reserve == NULL || !t->limited)
-			continue;
-		t->reserve->left -= t->got;
-		if (t->reserve->left > 0)
-		{
-			int32		unused = t->reserve->left;
-			int32		paired = Min(t->handed, t->got);
-
-			/* the handed slots the leases did not take (those came first) */
-			aw_ledger_unreserve(t->name, unused, t->from + paired, t->handed - paired);
-			t->reserve->left = 0;
-			if (aw_waiters_ready_gen(MyDatabaseId, t->name) != t->ready_gen)
-				aw_waiters_wake(MyDatabaseId, t->name, 1);
-		}
-		t->reserve->n_handing = 0;
+		if (t->reserve != NULL && t->limited)
+			aw_limits_return(t->reserve, t->got);
 	}
 }
 
@@ -496,7 +461,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	c->nleases = 0;
 	if (aw_claim_reserve(c, mask, limits) == 0)
 	{
-		aw_claim_settle_reservations(c);
+		aw_claim_open_leases(c);
 		return 0;
 	}
 	c->leases_room = Min(c->max_rows, 64);
@@ -623,7 +588,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		if (!short_topic)
 			break;
 	}
-	aw_claim_settle_reservations(c);
+	aw_claim_open_leases(c);
 
 	/*
 	 * A lease is a fence: an abandoned claim reappears to waiters when it
@@ -1055,7 +1020,7 @@ aw_claim_next_topics(FunctionCallInfo fcinfo, const char *const *topics,
 		{
 			int32		k;
 
-			if (aw_ledger_topic_limited(topics[i], &max_in_flight))
+			if (aw_limits_topic_limited(topics[i], &max_in_flight))
 				continue;
 			for (k = 0; k < settled[i]; k++)
 				aw_xact_record_handoff_pulse(topics[i]);
@@ -1091,7 +1056,7 @@ aw_claim_next_topics(FunctionCallInfo fcinfo, const char *const *topics,
 		{
 			int32		max_in_flight;
 
-			if (aw_ledger_topic_limited(topics[i], &max_in_flight))
+			if (aw_limits_topic_limited(topics[i], &max_in_flight))
 				continue;
 			unused = settled[i];
 		}

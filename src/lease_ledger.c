@@ -298,27 +298,82 @@ aw_lease_settled_by_me(const AwLease *l)
 }
 
 /*
- * A claim of a topic is about to lock rows: reserve up to want slots of it.
- * Returns the slots reserved (want when the topic is unlimited, and then
- * *limited is false).  Untracked leases whose time has come are released
- * here.
+ * The zero-gap hand-off: the transaction that settled these n leases of a
+ * topic (of this database) claims its next rows, and a lease's slot passes
+ * to a new one without ever being free.  Reserve one slot for each of them
+ * that is still SETTLED by this transaction and has passed its slot to no
+ * successor yet -- only while the topic is not over its limit (after a
+ * lowering, the slots are released instead).  Those come first in settled
+ * (moved there).  Each settled lease and the slot reserved for its
+ * successor share one slot (see aw_topic_used) until the successor's
+ * lease is open, the reservation is given back, or the settled lease ends
+ * first.  Returns how many.  The claim pairs each with the lease that
+ * takes its slot (aw_ledger_open), or gives the slot back
+ * (aw_ledger_unreserve).  Caller holds the set lock exclusively; the
+ * topic is limited.
+ */
+static int32
+aw_topic_reserve_handed(AwTopic *t, AwSettledLease *settled, int n)
+{
+	int32		handed = 0;
+	int			i;
+
+	if (n == 0 || aw_topic_used(t) > t->cap.max_in_flight)
+		return 0;
+	for (i = 0; i < n; i++)
+	{
+		AwLease    *l = aw_lease_find(settled[i].key, settled[i].token);
+
+		if (l == NULL || l->topic != t || !aw_lease_settled_by_me(l) ||
+			l->handed || l->handing || l->partner != NULL)
+			continue;
+		if (i != handed)
+		{
+			AwSettledLease tmp = settled[handed];
+
+			settled[handed] = settled[i];
+			settled[i] = tmp;
+		}
+		handed++;
+		t->cap.reserved++;
+		l->handing = true;
+		t->cap.handing++;
+	}
+	return handed;
+}
+
+/*
+ * A claim of a topic is about to lock rows: reserve up to want slots of
+ * it, in one hold of the set lock.  The first are those of the n_settled
+ * leases of it this transaction settled that pass their slots on (see
+ * aw_topic_reserve_handed; *handed counts them, moved to the front of
+ * settled); the rest are free slots.  Returns the slots reserved, handed
+ * ones included (want when the topic is unlimited, and then *limited is
+ * false).  Untracked leases whose time has come are released here.
  */
 int32
-aw_ledger_reserve(const char *topic, int32 want, bool *limited)
+aw_ledger_reserve(const char *topic, int32 want, AwSettledLease *settled, int n_settled,
+				  int32 *handed, bool *limited)
 {
 	AwTopic    *t;
 	int32		got = want;
 
+	*handed = 0;
 	*limited = false;
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	t = aw_topic_find(MyDatabaseId, topic, false);
 	if (t != NULL && t->cap.max_in_flight > 0)
 	{
+		int32		free_got;
+
+		*handed = aw_topic_reserve_handed(t, settled, n_settled);
 		if (t->cap.untracked > 0 && t->cap.untracked_until <= GetCurrentTimestamp())
 			t->cap.untracked = 0;
 		*limited = true;
-		got = (int32) Max(0, Min((int64) want, t->cap.max_in_flight - aw_topic_used(t)));
-		t->cap.reserved += got;
+		free_got = (int32) Max(0, Min((int64) want - *handed,
+									  t->cap.max_in_flight - aw_topic_used(t)));
+		t->cap.reserved += free_got;
+		got = *handed + free_got;
 		aw_topic_update_quiet(t);
 	}
 	LWLockRelease(aw_shared->lock);
@@ -341,7 +396,7 @@ aw_lease_unhand(const AwSettledLease *s)
 /*
  * Give back n slots a claim reserved and did not use; among them, those
  * reserved for the successors of the n_handing settled leases in handing
- * (aw_ledger_reserve_handed).
+ * (aw_topic_reserve_handed).
  */
 void
 aw_ledger_unreserve(const char *topic, int32 n, const AwSettledLease *handing, int n_handing)
@@ -367,7 +422,7 @@ aw_ledger_unreserve(const char *topic, int32 n, const AwSettledLease *handing, i
  * A claim leased rows of limited topics: one reserved slot of each row's
  * topic becomes a lease, OPEN until the claim commits.  A lease that took
  * the slot reserved for a settled one (preds[i], see
- * aw_ledger_reserve_handed) is paired with it: they share the slot until
+ * aw_topic_reserve_handed) is paired with it: they share the slot until
  * both are over.  When that lease is gone already (its end passed), the
  * new one simply holds the slot it took.  Returns true when one of them is
  * now the first lease to end: the worker must look again.
@@ -538,59 +593,6 @@ aw_ledger_release(const char *key, int64 token, char *topic)
 	}
 	LWLockRelease(aw_shared->lock);
 	return r;
-}
-
-/*
- * The zero-gap hand-off: the transaction that settled these n leases of a
- * topic (of this database) claims its next rows, and a lease's slot passes
- * to a new one without ever being free.  Reserve one slot for each of them
- * that is still SETTLED by this transaction and has passed its slot to no
- * successor yet -- only while the topic is not over its limit (after a
- * lowering, the slots are released instead).  Those come first in settled
- * (moved there), and *left counts them at once, so that an error gives
- * them back.  Each settled lease and the slot reserved for its successor
- * share one slot (see aw_topic_used) until the successor's lease is open,
- * the reservation is given back, or the settled lease ends first.  Returns
- * how many.  The claim pairs each with the lease that takes its slot
- * (aw_ledger_open), or gives the slot back (aw_ledger_unreserve).
- */
-int32
-aw_ledger_reserve_handed(const char *topic, AwSettledLease *settled, int n, int32 *left)
-{
-	AwTopic    *t;
-	int32		handed = 0;
-	int			i;
-
-	if (n == 0)
-		return 0;
-	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
-	t = aw_topic_find(MyDatabaseId, topic, false);
-	if (t != NULL && t->cap.max_in_flight > 0 && aw_topic_used(t) <= t->cap.max_in_flight)
-	{
-		for (i = 0; i < n; i++)
-		{
-			AwLease    *l = aw_lease_find(settled[i].key, settled[i].token);
-
-			if (l == NULL || l->topic != t || !aw_lease_settled_by_me(l) ||
-				l->handed || l->handing || l->partner != NULL)
-				continue;
-			if (i != handed)
-			{
-				AwSettledLease tmp = settled[handed];
-
-				settled[handed] = settled[i];
-				settled[i] = tmp;
-			}
-			handed++;
-			t->cap.reserved++;
-			l->handing = true;
-			t->cap.handing++;
-			(*left)++;
-		}
-		aw_topic_update_quiet(t);
-	}
-	LWLockRelease(aw_shared->lock);
-	return handed;
 }
 
 /*

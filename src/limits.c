@@ -621,6 +621,185 @@ aw_limits_expire(TimestampTz now)
 	return next;
 }
 
+/* Is the topic limited in shared memory?  The limit in *max_in_flight. */
+bool
+aw_limits_topic_limited(const char *topic, int32 *max_in_flight)
+{
+	return aw_ledger_topic_limited(topic, max_in_flight);
+}
+
+/*
+ * A claim of a topic is about to lock rows (its topic lock held in share
+ * mode): reserve up to want slots of it, in one hold of the set lock.  The
+ * first are the slots of the leases of it this transaction settled that
+ * pass them on (the zero-gap hand-off: up to max_settled of them are
+ * looked up into settled, and those handed come first there, *handed
+ * counting them); the rest are free slots.  The record that gives back
+ * what is left if the transaction ends first is made before anything is
+ * reserved, and the topic's readiness number is read before that.
+ * *allow receives the rows the claim may take of the topic (want when it
+ * is unlimited, and then *limited is false).  Returns the record, for
+ * aw_limits_return.
+ */
+AwReserveRecord *
+aw_limits_reserve(const char *topic, int32 want, AwSettledLease *settled, int max_settled,
+				  int32 *allow, int32 *handed, bool *limited)
+{
+	uint64		ready_gen;
+	AwReserveRecord *rec;
+	int			n;
+
+	/* before reserving (doc/design.md, Wake rules: 3) */
+	ready_gen = aw_waiters_ready_gen(MyDatabaseId, topic);
+	/* recorded first: an error gives back what is reserved */
+	rec = aw_xact_prepare_reserve(topic);
+	rec->ready_gen = ready_gen;
+	n = aw_xact_settled_leases(topic, settled, max_settled);
+	if (n > 0)					/* allocated first: an error gives them back */
+		rec->handing = MemoryContextAlloc(TopTransactionContext,
+										  sizeof(AwSettledLease) * n);
+	*allow = aw_ledger_reserve(topic, want, settled, n, handed, limited);
+	if (*handed > 0)
+		memcpy(rec->handing, settled, sizeof(AwSettledLease) * *handed);
+	rec->n_handing = *handed;
+	if (*limited)
+		rec->left = *allow;
+	return rec;
+}
+
+/*
+ * The rows a claim leased of limited topics become leases, OPEN until the
+ * claim commits: one reserved slot each.  preds[i], when set, is the
+ * settled lease whose slot leases[i] takes over (a hand-off pair).  The
+ * record that releases them if the claim rolls back is made first.
+ */
+void
+aw_limits_open_leases(const AwLiveLease *leases, const AwSettledLease **preds, int n)
+{
+	AwLiveLease *kept = aw_xact_prepare_leases(n);
+
+	memcpy(kept, leases, sizeof(AwLiveLease) * n);
+	/* a lease that ends before all others: the worker must look again */
+	if (aw_ledger_open(kept, preds, n))
+		aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
+}
+
+/*
+ * After a claim's attempt: used of the slots rec reserved became leases;
+ * the rest go back at once (the handed ones the leases did not take came
+ * first), and if a row of the topic became claimable since the claim read
+ * reserved, a blocked claimer (which may have found no slot for it) is
+ * woken (doc/design.md, Wake rules: 3).
+ */
+void
+aw_limits_return(AwReserveRecord *rec, int32 used)
+{
+	rec->left -= used;
+	if (rec->left > 0)
+	{
+		int32		paired = Min(rec->n_handing, used);
+
+		aw_ledger_unreserve(rec->topic, rec->left, rec->handing + paired,
+							rec->n_handing - paired);
+		rec->left = 0;
+		if (aw_waiters_ready_gen(MyDatabaseId, rec->topic) != rec->ready_gen)
+			aw_waiters_wake(MyDatabaseId, rec->topic, 1);
+	}
+	rec->n_handing = 0;
+}
+
+/*
+ * A settle (complete, fail, park, dead_letter) of a row of a limited topic
+ * whose lease carried token: mark its record SETTLED by this transaction,
+ * *prev the state to restore if the settle rolls back.  Never raises.
+ */
+AwSettleMark
+aw_limits_mark_settled(const char *key, int64 token, AwLeaseState *prev)
+{
+	return aw_ledger_settle(key, token, prev);
+}
+
+/* The claim that took these leases committed: OPEN -> LIVE. */
+void
+aw_limits_at_commit_leases(const AwLiveLease *leases, int n)
+{
+	aw_ledger_commit(leases, n);
+}
+
+/*
+ * A settle that marked its lease committed: release the lease's slot,
+ * once.  A slot released wakes one blocked claimer; unless the settle was
+ * park() (pulse false), it is a pulse of one slot of the topic too.
+ */
+void
+aw_limits_at_commit_settle(const char *key, int64 token, bool pulse)
+{
+	char		topic[AW_TOPIC_MAXLEN + 1];
+
+	if (aw_ledger_release(key, token, topic) != AW_RELEASE_FREED)
+		return;
+	if (pulse && aw_set_add_slots(topic, 1, true))
+		aw_waiters_wake_for(AW_WAKE_SPENDER, MyDatabaseId, topic);
+	else
+		aw_waiters_wake(MyDatabaseId, topic, 1);
+}
+
+/*
+ * A set_limit() committed.  With apply (the topic's last set_limit() of
+ * the transaction) the limit applies with the live leases it found, and
+ * the claimers its new slots can take are woken; without, only its pin on
+ * the pool is taken back.
+ */
+void
+aw_limits_at_commit_limit(const char *topic, int32 max_in_flight, int32 old_max,
+						  const AwLiveLease *leases, int32 n_leases, bool apply)
+{
+	int32		wake;
+
+	if (!apply)
+	{
+		(void) aw_ledger_limit_end(topic, max_in_flight, old_max, leases, n_leases, false);
+		return;
+	}
+	wake = aw_ledger_limit_end(topic, max_in_flight, old_max, leases, n_leases, true);
+	aw_waiters_wake(MyDatabaseId, topic, wake < 0 ? PG_INT32_MAX : wake);
+	/* the worker must learn of the leases' ends */
+	if (n_leases > 0)
+		aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
+}
+
+/* A claim's transaction ended with slots still reserved: they go back. */
+void
+aw_limits_at_abort_reserve(const AwReserveRecord *rec)
+{
+	aw_ledger_unreserve(rec->topic, rec->left, rec->handing, rec->n_handing);
+}
+
+/*
+ * The claim that took these leases rolled back: release those still open.
+ * The rows wake claimers as rows claimable again (xact.c), not here.
+ */
+void
+aw_limits_at_abort_leases(const AwLiveLease *leases, int n)
+{
+	aw_ledger_rollback(leases, n);
+}
+
+/* A settle that marked its lease rolled back: restore the state it found. */
+void
+aw_limits_at_abort_settle(const char *key, int64 token, AwLeaseState prev)
+{
+	aw_ledger_unsettle(key, token, prev);
+}
+
+/* A set_limit() rolled back: its promise to the pool is taken back. */
+void
+aw_limits_at_abort_limit(const char *topic, int32 max_in_flight, int32 old_max,
+						 const AwLiveLease *leases, int32 n_leases)
+{
+	(void) aw_ledger_limit_end(topic, max_in_flight, old_max, leases, n_leases, false);
+}
+
 /*
  * At the commit of DROP DATABASE or DROP EXTENSION aion_wake: the
  * database's limits go back to the cluster-wide pool, and its worker (if

@@ -255,7 +255,7 @@ aw_record_settled(const char *key, const AwSettled *s, bool pulse)
 	if (aw_schema_version() >= 11)
 	{
 		aw_lock_topic(s->topic, AccessShareLock);
-		limited = s->has_token && aw_ledger_topic_limited(s->topic, &max_in_flight);
+		limited = s->has_token && aw_limits_topic_limited(s->topic, &max_in_flight);
 	}
 	aw_xact_record_settle(key, s->token, s->topic, limited, pulse, s->old_fence);
 }

@@ -205,7 +205,7 @@ aw_wait_topic_find(Oid dbid, const char *name, HASHACTION action)
  * exclusively.
  */
 static int
-aw_wait_topic_take(AwWaitTopic *t, int64 n, int *procnos, int max_out, int *nprocs)
+aw_wait_topic_wake(AwWaitTopic *t, int64 n, int *procnos, int max_out, int *nprocs)
 {
 	int			taken = 0;
 
@@ -342,7 +342,7 @@ aw_waiter_leave(uint64 unused)
 		if (w->inbox & bit)
 			t->n_ready--;
 		if ((w->inbox | unused) & bit)
-			(void) aw_wait_topic_take(t, 1, procnos, lengthof(procnos), &nprocs);
+			(void) aw_wait_topic_wake(t, 1, procnos, lengthof(procnos), &nprocs);
 		if (--t->n_waiters == 0)
 			hash_search(aw_wait_topics, &t->key, HASH_REMOVE, NULL);
 	}
@@ -393,7 +393,7 @@ aw_waiters_wake(Oid dbid, const char *topic, int64 rows)
 		if (t != NULL)
 		{
 			t->ready_gen = ++aw_wait->next_ready_gen;
-			n = aw_wait_topic_take(t, rows, procnos, lengthof(procnos), &nprocs);
+			n = aw_wait_topic_wake(t, rows, procnos, lengthof(procnos), &nprocs);
 		}
 		LWLockRelease(aw_wait->lock);
 		aw_wake_procs(procnos, nprocs);
@@ -430,7 +430,7 @@ aw_waiters_wake_database(Oid dbid)
 		if (t->key.dbid != dbid)
 			continue;
 		t->ready_gen = ++aw_wait->next_ready_gen;
-		(void) aw_wait_topic_take(t, PG_INT64_MAX, procnos, aw_wait->nslots, &nprocs);
+		(void) aw_wait_topic_wake(t, PG_INT64_MAX, procnos, aw_wait->nslots, &nprocs);
 	}
 	LWLockRelease(aw_wait->lock);
 	aw_wake_procs(procnos, nprocs);
@@ -520,7 +520,7 @@ aw_waiters_wake_spender(Oid dbid, const char *topic)
 			return false;
 		LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
 		t = aw_wait_topic_find(dbid, topic, HASH_FIND);
-		/* as aw_wait_topic_take, for one waiter whose latch is set below */
+		/* as aw_wait_topic_wake, for one waiter whose latch is set below */
 		while (t != NULL && !dlist_is_empty(&t->queue))
 		{
 			AwWaitMember *m = dlist_head_element(AwWaitMember, node, &t->queue);
@@ -592,7 +592,7 @@ aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence, int64 rows
 	if (t != NULL && aw_worker_slot_for(dbid) == NULL)
 	{
 		/* no worker: wake one waiter to shorten its own sleep to the fence */
-		(void) aw_wait_topic_take(t, 1, &procno, 1, &n);
+		(void) aw_wait_topic_wake(t, 1, &procno, 1, &n);
 	}
 	else if (t != NULL && (t->checking || fence <= t->checked_upto))
 		now_ready = rows;

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * xact.c
- *	  Transaction callbacks that settle the parked set at COMMIT and ABORT.
+ *	  Transaction callbacks that apply recorded work to shared memory at
+ *	  COMMIT and undo it at ABORT.
  *
  *	  The outbox functions record their shared-memory work here, per
  *	  (sub)transaction.  At COMMIT, parks are confirmed, forgotten rows leave
@@ -44,6 +45,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "aw_limits.h"
 #include "aw_prepared.h"
 #include "aw_waiters.h"
 #include "aw_xact.h"
@@ -255,7 +257,7 @@ aw_xact_record_settle(const char *key, int64 token, const char *topic,
 	if (!found)
 		dlist_init(&list->records);
 
-	r->mark = aw_ledger_settle(key, token, &r->prev);
+	r->mark = aw_limits_mark_settled(key, token, &r->prev);
 	if (r->mark == AW_SETTLE_MARKED)
 		dlist_push_tail(&list->records, &r->settled_node);
 	else if (r->mark == AW_SETTLE_REPEAT && pulse)
@@ -533,18 +535,17 @@ aw_level_undo(AwLevel *l)
 				aw_waiters_wake_for(aw_set_undo_take(r->batch), MyDatabaseId, NULL);
 				break;
 			case AW_REC_RESERVE:
-				aw_ledger_unreserve(r->reserve.topic, r->reserve.left,
-								 r->reserve.handing, r->reserve.n_handing);
+				aw_limits_at_abort_reserve(&r->reserve);
 				break;
 			case AW_REC_LEASES:
 				/* the rows wake claimers as claimable rows (CLAIMED) */
-				aw_ledger_rollback(r->leases, r->n_leases);
+				aw_limits_at_abort_leases(r->leases, r->n_leases);
 				break;
 			case AW_REC_SETTLE:
 				if (r->mark == AW_SETTLE_MARKED)
 				{
 					dlist_delete(&r->settled_node);
-					aw_ledger_unsettle(r->key, r->token, r->prev);
+					aw_limits_at_abort_settle(r->key, r->token, r->prev);
 				}
 				else if (r->first != NULL)
 					r->first->pulses_repeated--;
@@ -561,8 +562,8 @@ aw_level_undo(AwLevel *l)
 				if (r->first != NULL)
 					r->first->superseded = false;
 				if (r->limit.promised)
-					(void) aw_ledger_limit_end(r->topic, r->max_in_flight, r->limit.old_max,
-											r->leases, r->n_leases, false);
+					aw_limits_at_abort_limit(r->topic, r->max_in_flight, r->limit.old_max,
+											 r->leases, r->n_leases);
 				break;
 			case AW_REC_FORGET:
 				break;
@@ -584,7 +585,7 @@ aw_level_undo(AwLevel *l)
 }
 
 /*
- * The transaction committed: settle one level, per-row records first (in
+ * The transaction committed: apply one level, per-row records first (in
  * order), then the per-topic sums.  Runs after the commit record is
  * written: nothing here may raise.
  */
@@ -615,36 +616,19 @@ aw_level_commit(AwLevel *l)
 									MyDatabaseId, NULL);
 				break;
 			case AW_REC_LEASES:
-				aw_ledger_commit(r->leases, r->n_leases);
+				aw_limits_at_commit_leases(r->leases, r->n_leases);
 				break;
 			case AW_REC_SETTLE:
 				/* a repeat releases nothing: the settle it repeats does */
-				if (r->mark == AW_SETTLE_MARKED &&
-					aw_ledger_release(r->key, r->token, topic) == AW_RELEASE_FREED)
-				{
-					/* a released slot wakes one claimer; unless park, a pulse */
-					if ((r->pulse || r->pulses_repeated > 0) &&
-						aw_set_add_slots(topic, 1, true))
-						aw_waiters_wake_for(AW_WAKE_SPENDER, MyDatabaseId, topic);
-					else
-						aw_waiters_wake(MyDatabaseId, topic, 1);
-				}
+				if (r->mark == AW_SETTLE_MARKED)
+					aw_limits_at_commit_settle(r->key, r->token,
+											   r->pulse || r->pulses_repeated > 0);
 				break;
 			case AW_REC_LIMIT:
-				if (r->limit.promised && r->superseded)
-					(void) aw_ledger_limit_end(r->topic, r->max_in_flight, r->limit.old_max,
-											r->leases, r->n_leases, false);
-				else if (r->limit.promised)
-				{
-					int32		wake = aw_ledger_limit_end(r->topic, r->max_in_flight,
-														r->limit.old_max, r->leases,
-														r->n_leases, true);
-
-					aw_waiters_wake(MyDatabaseId, r->topic, wake < 0 ? PG_INT32_MAX : wake);
-					/* the worker must learn of the leases' ends */
-					if (r->n_leases > 0)
-						aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
-				}
+				/* only the topic's last set_limit() of the transaction applies */
+				if (r->limit.promised)
+					aw_limits_at_commit_limit(r->topic, r->max_in_flight, r->limit.old_max,
+											  r->leases, r->n_leases, !r->superseded);
 				break;
 			case AW_REC_TAKE:
 			case AW_REC_RESERVE:

@@ -408,7 +408,7 @@ inline gen_event(t)
 	rg_dirty[3] = rg_dirty[3] | (rg_win[3] & B(t))
 }
 
-/* aw_wait_topic_take, one waiter k: off the queue, t into its inbox (its latch set) */
+/* aw_wait_topic_wake, one waiter k: off the queue, t into its inbox (its latch set) */
 inline take(k, t)
 {
 	w_q[k] = w_q[k] & ~B(t);
@@ -515,8 +515,9 @@ inline drop_entry(t)
 inline claim_once(mask, zz)
 {
 	/*
-	 * aw_claim_reserve(): per topic, aw_waiters_ready_gen() (waiter lock),
-	 * then aw_ledger_reserve() (set lock): allow = min(max_rows, limit - used).
+	 * aw_claim_reserve() -> aw_limits_reserve(): per topic,
+	 * aw_waiters_ready_gen() (waiter lock), then aw_ledger_reserve() (set
+	 * lock): allow = min(max_rows, limit - used).
 	 * One step: a readiness event between the two would only make the
 	 * claim wake one more claimer when it gives its reservation back.
 	 */
@@ -611,8 +612,9 @@ inline claim_once(mask, zz)
 			opn = 0; cnow = 0
 		};
 		/*
-		 * aw_claim_settle_reservations(): aw_ledger_open(), then each
-		 * unused reservation back (aw_ledger_unreserve), under the set lock
+		 * aw_claim_open_leases(): aw_limits_open_leases() (aw_ledger_open),
+		 * then each unused reservation back (aw_limits_return,
+		 * aw_ledger_unreserve), under the set lock
 		 */
 		d_step {
 			if
@@ -802,9 +804,10 @@ inline claim_rollback()
  * second settle of the same lease (fail() again, or dead_letter(): the
  * token still matches, the transaction's own write keeps it); then
  * claim(topic, 2) (or next_rows => 2); COMMIT or ROLLBACK.  The claim
- * first reserves a slot for the settled lease (aw_ledger_reserve_handed:
+ * first reserves a slot for the settled lease (aw_topic_reserve_handed:
  * its record still there, not handed yet, the topic not over its limit),
- * then the free ones for the rest (aw_ledger_reserve); it may take the
+ * then the free ones for the rest, in the same hold of the set lock
+ * (aw_limits_reserve, aw_ledger_reserve); it may take the
  * settled row itself again (a re-take: the transaction's own write made
  * it visible).  Its first new lease is paired with the settled one (they
  * hold one slot until both are over), unless it is the re-take of that
@@ -855,7 +858,8 @@ inline handoff()
 	d_step {
 		/*
 		 * claim(topic, 2) (the topic lock is held since the settle):
-		 * aw_waiters_ready_gen(), aw_ledger_reserve_handed(), aw_ledger_reserve()
+		 * aw_limits_reserve(): aw_waiters_ready_gen(), then one hold of the
+		 * set lock, the handed slot first (aw_topic_reserve_handed)
 		 */
 		cnow = now;
 		rg_win[c] = 1; rg_dirty[c] = 0;
