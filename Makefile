@@ -20,8 +20,8 @@ OBJS = \
 	src/plans.o \
 	src/prepared.o \
 	src/protocol.o \
-	src/pulse_spend.o \
 	src/pulse_parse.o \
+	src/pulse_spend.o \
 	src/reoffer.o \
 	src/set_views.o \
 	src/settings.o \
