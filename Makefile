@@ -11,6 +11,7 @@ OBJS = \
 	src/args.o \
 	src/batch.o \
 	src/claim.o \
+	src/claim_wait.o \
 	src/fence_heap.o \
 	src/lease_ledger.o \
 	src/limits.o \

@@ -1826,7 +1826,7 @@ end:	do
 
 #ifdef WAITER
 /*
- * WAITER: one claim(wait => ...) blocked on the topic (src/outbox.c
+ * WAITER: one claim(wait => ...) blocked on the topic (src/claim_wait.c
  * aw_claim_wait, src/waiters.c).  It registers (queued), then repeats:
  * ResetLatch and aw_waiter_rearm() (queued again, not ready); the probe,
  * aw_claim_probe() -> aw_claim_once(): if the topic has work
