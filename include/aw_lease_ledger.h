@@ -56,7 +56,7 @@ typedef struct AwLiveLease
 
 /*
  * A lease of a limited topic a transaction settled: a claim in the same
- * transaction may take over its slot (the zero-gap hand-off).  pulse: the
+ * transaction may inherit its slot (the zero-gap hand-off).  pulse: the
  * settle was not park(), so the slot may go to a parked row.
  */
 typedef struct AwSettledLease

@@ -223,7 +223,7 @@ SELECT topic, max_in_flight, in_flight, live(topic) AS live FROM aion_wake.topic
  WHERE topic IN ('bl', 'bl2') ORDER BY topic;
 
 -- a batch passes on the slots of all the leases it settled, not only the
--- 64 a single claim takes over
+-- 64 a single claim inherits
 SELECT aion_wake.set_limit('big', 100);
 SELECT count(aion_wake.enqueue('g' || lpad(g::text, 3, '0'), '{}', 'big')) FROM generate_series(1, 250) g;
 SELECT keys AS k, tokens AS t FROM take('big', 100) \gset

@@ -1,6 +1,6 @@
 --
 -- limits: the 1.1 interface -- set_limit(), aion_wake.limits, claims within
--- a limit, claim(topics[]), the settle-and-take forms (next_rows), and the
+-- a limit, claim(topics[]), the settle-and-claim forms (next_rows), and the
 -- views' new columns -- with every error path and its SQLSTATE.  Timing,
 -- wakes and concurrency are held by the isolation specs and TAP tests.
 --
@@ -53,7 +53,7 @@ SELECT attname FROM pg_attribute
  WHERE attrelid = 'aion_wake.dead_letters'::regclass AND attnum > 0 AND NOT attisdropped
  ORDER BY attnum DESC LIMIT 1;
 
--- settle and take the next row in one statement: the slot passes on
+-- settle and claim the next row in one statement: the slot passes on
 SELECT dispatch_key, lease_token AS tok FROM aion_wake.outbox
  WHERE topic = 'lim' AND leased_until > clock_timestamp() ORDER BY 1 LIMIT 1 \gset
 SELECT dispatch_key AS next_key, lease_token IS NOT NULL AS leased
@@ -118,7 +118,7 @@ SELECT waiters FROM aion_wake.status;
 SELECT lease_capacity > 0 AS has_pool, leases >= 0 AS counts, leases_expired >= 0 AS expiries,
        pulses_ignored >= 0 AS ignored FROM aion_wake.status;
 
--- the hand-off inside one transaction: a claim after a settle takes over
+-- the hand-off inside one transaction: a claim after a settle inherits
 -- its slot; a settle rolled back to a savepoint passes nothing on, and the
 -- next transaction starts clean
 SELECT aion_wake.set_limit('hx', 1);

@@ -259,7 +259,7 @@ aw_claim_reserve(AwClaim *c, uint64 mask, bool limits)
 /*
  * After the attempt: the rows of limited topics leased become leases (the
  * first ones of a topic paired with the settled leases whose slots they
- * took over); reserved slots not used go back,
+ * inherited); reserved slots not used go back,
  * and if a row of the topic became claimable since this claim looked, a
  * blocked claimer (which may have found no slot for it) is woken
  * (doc/design.md, Wake rules: 3).

@@ -21,7 +21,7 @@
  *	    OPEN     --the claim rolls back-->                 released
  *	    OPEN, LIVE --complete, fail, park, dead_letter-->  SETTLED (owner: settler)
  *	    SETTLED  --a claim of the settler's transaction
- *	               takes over the slot-->                  SETTLED, handed
+ *	               inherits the slot-->                  SETTLED, handed
  *	    SETTLED  --a second settle of it, same xact-->     SETTLED (a repeat)
  *	    SETTLED  --the settle rolls back (savepoints too)--> OPEN or LIVE again
  *	    SETTLED  --the settle commits-->                   released
@@ -550,7 +550,7 @@ aw_ledger_settle(const char *key, int64 token, AwLeaseState *prev)
 
 /*
  * A settle that marked a lease rolled back: restore the state it found.
- * Claims of the same transaction that took over its slot were undone
+ * Claims of the same transaction that inherited its slot were undone
  * before (newest first), so it is handed to nobody.  Never raises.
  */
 void

@@ -670,7 +670,7 @@ aw_limits_reserve(const char *topic, int32 want, AwSettledLease *settled, int ma
 /*
  * The rows a claim leased of limited topics become leases, OPEN until the
  * claim commits: one reserved slot each.  preds[i], when set, is the
- * settled lease whose slot leases[i] takes over (a hand-off pair).  The
+ * settled lease whose slot leases[i] inherits (a hand-off pair).  The
  * record that releases them if the claim rolls back is made first.
  */
 void

@@ -287,7 +287,7 @@ aw_xact_record_settle(const char *key, int64 token, const char *topic,
 /*
  * The leases of a limited topic this transaction settled (and has not
  * rolled back), newest first, each once, at most max: a claim in the same
- * transaction may take over their slots (the zero-gap hand-off).  Returns
+ * transaction may inherit their slots (the zero-gap hand-off).  Returns
  * how many.
  */
 int

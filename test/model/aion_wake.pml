@@ -134,7 +134,7 @@
  *   MUTANT_M7     (with WAITER) the release (aw_set_spender_release, after
  *                 a probe and on leaving) does not wake the worker for the
  *                 slots or due entries its spender left
- *   MUTANT_M8     a claiming round (the hand-off, settle-and-take) also
+ *   MUTANT_M8     a claiming round (the hand-off, settle-and-claim) also
  *                 takes PENDING entries: it hands out a park that may not
  *                 have committed
  *   MUTANT_M9     a claiming round's UPDATE does not compare the parked
@@ -199,7 +199,7 @@
 
 /*
  * who runs a re-offer round: the worker (0), with WAITER a blocked claimer
- * (1), with NEXT_ROWS dispatcher 1's settle-and-take (2)
+ * (1), with NEXT_ROWS dispatcher 1's settle-and-claim (2)
  */
 #define TD      2
 #if defined(NEXT_ROWS)
@@ -324,7 +324,7 @@ bool q_late = false;
  * aw_topic_may_spend(): only the spender's rounds take the topic's slots
  * and due entries: the live claimer's claiming rounds, else the worker's
  * plain rounds (cap 0); any other claiming round (the claimer while it is
- * not the spender, the settle-and-take) spends only its own slots.
+ * not the spender, the settle-and-claim) spends only its own slots.
  * MUTANT_M14: the worker ignores the record.
  */
 #ifndef MUTANT_M14
@@ -342,7 +342,7 @@ byte pulses = 0;
 
 #ifdef NEXT_ROWS
 /*
- * Dispatcher 1's settle-and-take: the slot its settle frees (its "own"
+ * Dispatcher 1's settle-and-claim: the slot its settle frees (its "own"
  * slot) is spent once -- by a take of its claiming round (it is then a
  * live slot: on the entry, back on the counter, or spent on the row it
  * moved), or on a visible row the claim leases, or, when the claim takes
@@ -357,7 +357,7 @@ bool g7_twice = false;
 #define d_spent (d_own != 0 || d_vis)
 /*
  * d_rr: dispatcher 1's transaction is REPEATABLE READ and took its
- * snapshot before the settle-and-take.  With MUTANT_M10 the hand-off's
+ * snapshot before the settle-and-claim.  With MUTANT_M10 the hand-off's
  * compare-and-set and SELECT read through that snapshot (s_*: each row's
  * committed state when it was taken).
  */
@@ -727,7 +727,7 @@ inline put_confirmed(r, d)
 			:: else -> skip
 			fi;
 			e_state[r] = DUE; in_work = true; WAKE_WORKER;
-			printf("MSC: D%d set: the restored entry takes a credit: due\n", d)
+			printf("MSC: D%d set: the restored entry uses a credit: due\n", d)
 		:: else -> skip
 		fi
 #endif
@@ -1026,7 +1026,7 @@ end:	do
 
 /*
  * aw_reoffer_step() rounds, by taker t holding rows as holder (who: 'W' the
- * worker, 'Q' the blocked claimer, 'D' a dispatcher's settle-and-take;
+ * worker, 'Q' the blocked claimer, 'D' a dispatcher's settle-and-claim;
  * onlist: the worker takes only a topic on the work list, a claimer names
  * its topic): take under the set lock, the compare-and-set UPDATE (row by
  * row, skipping rows others lock), the SELECT that tells locked rows from
@@ -1312,7 +1312,7 @@ inline undo_round(holder, who)
 						:: else -> skip
 						fi;
 						e_state[i] = DUE; in_work = true; WAKE_WORKER;
-						printf("MSC: %c set: undo the take of row %d: entry back, takes a credit: due\n", who, i)
+						printf("MSC: %c set: undo the take of row %d: entry back, uses a credit: due\n", who, i)
 					:: else ->
 						printf("MSC: %c set: undo the take of row %d: entry back, confirmed (the slot of the rolled-back settle did not exist)\n", who, i)
 					fi
@@ -1336,7 +1336,7 @@ inline undo_round(holder, who)
 
 #ifdef NEXT_ROWS
 /*
- * After the settle-and-take's claiming round (round: next_rows => 1; not
+ * After the settle-and-claim's claiming round (round: next_rows => 1; not
  * with next_rows => 0): a freed slot that no take used, when the claim
  * moved nothing, goes to the oldest visible row of the topic (a row
  * outside the model, there or not), else it is a pulse of one slot at
@@ -1387,7 +1387,7 @@ inline own_rest(round)
 }
 
 /*
- * At COMMIT of the settle-and-take: the freed slot owed as a pulse is a
+ * At COMMIT of the settle-and-claim: the freed slot owed as a pulse is a
  * live slot (the ghost), and the pulse puts it on the counter
  */
 inline commit_pulse()
@@ -1419,7 +1419,7 @@ inline commit_pulse()
 #define SNAP_CLEAR skip
 #endif
 
-/* the end of dispatcher 1's settle-and-take transaction */
+/* the end of dispatcher 1's settle-and-claim transaction */
 inline d_end()
 {
 	d_own = 0; d_vis = false; d_pulse = false; d_owed = false; d_rr = false;
@@ -1472,7 +1472,7 @@ proctype dispatcher(byte d; byte maxops)
 	byte tmp = 0;
 	bool inherit = false;
 #ifdef NEXT_ROWS
-	byte n = 0;     /* the settle-and-take's claiming rounds, as the worker's */
+	byte n = 0;     /* the settle-and-claim's claiming rounds, as the worker's */
 	byte k = 0;
 	byte i = 0;
 	byte j = 0;

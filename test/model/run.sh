@@ -9,7 +9,7 @@
 #   1. the model of the code as it is (commit 9287b99, with the fixes of
 #      F1-F7, F10, F11; one recorded spender, 3a95bdd and c65800e; the
 #      hand-off's own slot given back, 170c957; F13's fix, 423058e, in
-#      every settle-and-take check but F13's own)                                   -> G2a, G2b, G3 and no
+#      every settle-and-claim check but F13's own)                                   -> G2a, G2b, G3 and no
 #                                                  deadlock must hold
 #   2. the same, park()/fail() without a lease_token -> must hold
 #   3. the same with a claimer blocked on the topic, to which a committed
@@ -26,7 +26,7 @@
 #      fixes (-DFINDING_F10, -DFINDING_F11) must be rejected, and mutants
 #      M8, M9 must be rejected; with --full, F12 (not fixed in the code,
 #      README.md) must be reproduced and its proposed fix must hold; the
-#      settle-and-take also takes a visible row or sends a pulse with a
+#      settle-and-claim also takes a visible row or sends a pulse with a
 #      freed slot no take used, may be next_rows => 0, may run in a
 #      REPEATABLE READ transaction, and its rollback gives back no slot
 #      the settle never freed: mutants M10..M13, the code before each of
@@ -41,7 +41,7 @@
 # The two models' checks run side by side (two lanes: this machine has two
 # cores; together about 6 minutes and under 4 GB).
 # With --full also: two rows and a two-slot pulse (about 20 s, 700 MB);
-# settle-and-take over two rows, finding F12 and its fix without a
+# settle-and-claim over two rows, finding F12 and its fix without a
 # lease_token (about 70 s, 1 GB), F12's fix with a locked oldest park
 # (about 50 s, 1.2 GB); six larger limits configurations (several
 # minutes, up to 1.5 GB each).
@@ -297,9 +297,9 @@ lane_parking() {
 	check_model "code, no lease_token" $BASE -DNULL_TOKEN -DNPULSE=1
 	check_model "code, a blocked claimer (WAITER)" $BASE -DWAITER -DNPULSE=1 -DMAXOPS1=2
 	check_model "code, a blocked claimer, a 2-slot pulse" $BASE -DWAITER -DNPULSE=1 -DKSLOTS=2 -DMAXOPS1=1 -DTMAX=2
-	# F13 (README.md): the settle-and-take stranded a credit before
+	# F13 (README.md): the settle-and-claim stranded a credit before
 	# 423058e; its fix is in every check of it but F13's own
-	check_model "code, settle-and-take (NEXT_ROWS, F13 fixed)" $BASE -DNEXT_ROWS -DFIX_F13
+	check_model "code, settle-and-claim (NEXT_ROWS, F13 fixed)" $BASE -DNEXT_ROWS -DFIX_F13
 	check_mutant M1 G3 $BASE
 	check_mutant M2 G3 $BASE
 	check_mutant M3 G2a $BASE
@@ -322,10 +322,10 @@ lane_parking() {
 	check_finding F13 G2b $BASE -DNEXT_ROWS
 	if $full; then
 		check_model "code, 2 rows, 2-slot pulse" $BASE -DNR=2 -DNPULSE=1 -DKSLOTS=2 -DMAXOPS1=2 -DMAXOPS2=2
-		check_model "code + F13's fix, settle-and-take, 2 rows" $BASE -DNR=2 -DNEXT_ROWS -DFIX_F13 -DNPULSE=1 -DMAXOPS1=2 -DMAXOPS2=2
+		check_model "code + F13's fix, settle-and-claim, 2 rows" $BASE -DNR=2 -DNEXT_ROWS -DFIX_F13 -DNPULSE=1 -DMAXOPS1=2 -DMAXOPS2=2
 		check_finding F12 G2b $BASE -DNEXT_ROWS -DFIX_F13 -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
-		check_model "code + F12's and F13's proposed fixes, settle-and-take, no lease_token" $BASE -DNEXT_ROWS -DFIX_F12 -DFIX_F13 -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
-		check_model "code + F12's and F13's proposed fixes, settle-and-take, a locked oldest park" $BASE -DNEXT_ROWS -DMAXOPS2=3 -DTMAX=1 -DFIX_F12 -DFIX_F13
+		check_model "code + F12's and F13's proposed fixes, settle-and-claim, no lease_token" $BASE -DNEXT_ROWS -DFIX_F12 -DFIX_F13 -DNULL_TOKEN -DNPULSE=1 -DTMAX=1
+		check_model "code + F12's and F13's proposed fixes, settle-and-claim, a locked oldest park" $BASE -DNEXT_ROWS -DMAXOPS2=3 -DTMAX=1 -DFIX_F12 -DFIX_F13
 	fi
 }
 
