@@ -29,7 +29,14 @@
 # measured phase it reports WAL bytes (pg_current_wal_lsn), WAL flushes
 # (pg_stat_wal.wal_sync) and commits (pg_stat_database.xact_commit, every
 # transaction of the database, read-only ones included: a claim that found
-# nothing counts) per delivered row.
+# nothing counts) per delivered row, the server's CPU time per row (the
+# backends of the phase, read from the postmaster's cutime + cstime once
+# they have exited, plus the aion_wake worker and its listener), and what
+# the workers' backends waited for (pg_stat_activity.wait_event sampled
+# every 10 ms; "CPU" when none).  In the continuous run the hand-written
+# queue runs twice: its workers LISTEN (a statement trigger NOTIFYs on
+# every insert, which wakes every listener) and then poll every
+# THROUGHPUT_POLL_MS ms.
 #
 # With THROUGHPUT_BACKLOG="10000 1000000" (the default: "", none) it also
 # times, on one connection, claim, complete and the hand-off with that many
@@ -45,7 +52,7 @@
 # Environment: THROUGHPUT_PORT (5541), THROUGHPUT_JOBS (20000),
 # THROUGHPUT_WORKERS (16), THROUGHPUT_BATCH (100), THROUGHPUT_REPS (3),
 # THROUGHPUT_MODES ("sql single handoff sqlbatch batch"),
-# THROUGHPUT_RATE (1000 rows/s), THROUGHPUT_SECONDS (10),
+# THROUGHPUT_RATE (500 rows/s), THROUGHPUT_POLL_MS (10), THROUGHPUT_SECONDS (10),
 # THROUGHPUT_PRODUCERS (4), THROUGHPUT_CONT (1; 0: no continuous run),
 # THROUGHPUT_BACKLOG (""), THROUGHPUT_SAMPLES (2000),
 # THROUGHPUT_OUT (where results/ goes; default bench/throughput),
@@ -61,7 +68,8 @@ WORKERS=${THROUGHPUT_WORKERS:-16}
 BATCH=${THROUGHPUT_BATCH:-100}
 REPS=${THROUGHPUT_REPS:-3}
 MODES=${THROUGHPUT_MODES:-sql single handoff sqlbatch batch}
-RATE=${THROUGHPUT_RATE:-1000}
+RATE=${THROUGHPUT_RATE:-500}
+POLL_MS=${THROUGHPUT_POLL_MS:-10}
 SECONDS_CONT=${THROUGHPUT_SECONDS:-10}
 PRODUCERS=${THROUGHPUT_PRODUCERS:-4}
 CONT=${THROUGHPUT_CONT:-1}
@@ -70,8 +78,6 @@ SAMPLES=${THROUGHPUT_SAMPLES:-2000}
 PG_CONFIG=${PG_CONFIG:-pg_config}
 PG_BINDIR=$($PG_CONFIG --bindir)
 BENCH_PORT=${THROUGHPUT_PORT:-5541}
-max_backlog=0
-for b in $BACKLOG; do [ "$b" -gt "$max_backlog" ] && max_backlog=$b; done
 
 # shellcheck source=../lib.sh
 . "$here/../lib.sh"
@@ -84,8 +90,7 @@ gcc -O2 -Wall -Wextra -Werror -pthread -I"$($PG_CONFIG --includedir)" \
 	"$here/throughput.c" -L"$($PG_CONFIG --libdir)" -lpq -o "$tmp/throughput"
 
 # 16 workers, the producers, the monitor and the worker's own connection
-bench_start "max_connections = $((WORKERS + PRODUCERS + 10))" \
-	"max_wal_size = 4GB" "aion_wake.max_parked_rows = $((max_backlog + JOBS + 100000))"
+bench_start "max_connections = $((WORKERS + PRODUCERS + 10))" "max_wal_size = 8GB"
 bench_sql "CREATE SEQUENCE public.bench_jobs_token_seq;
 CREATE TABLE public.bench_jobs (LIKE aion_wake.outbox INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING STORAGE,
 	PRIMARY KEY (dispatch_key)) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01,
@@ -100,7 +105,8 @@ GRANT ALL ON public.bench_jobs, public.bench_jobs_token_seq TO PUBLIC" >/dev/nul
 
 client() {
 	bench_as_pg env PGHOST="$BENCH_TMP" PGPORT="$BENCH_PORT" PGDATABASE=postgres \
-		PGUSER=postgres "$tmp/throughput" "$@"
+		PGUSER=postgres THROUGHPUT_WAITS=1 THROUGHPUT_POLL_MS="${poll:-0}" \
+		"$tmp/throughput" "$@"
 }
 
 mkdir -p "$results"
@@ -123,6 +129,14 @@ if [ "$CONT" = 1 ]; then
 		line=$(client "$m" cont "$RATE" "$SECONDS_CONT" "$WORKERS" "$b" "$PRODUCERS")
 		echo "$line" >>"$raw"
 		log "cont $line"
+		# the hand-written queue again, its workers polling instead of
+		# listening (every NOTIFY wakes all 16, and each claims)
+		case $m in sql | sqlbatch)
+			line=$(poll=$POLL_MS client "$m" cont "$RATE" "$SECONDS_CONT" "$WORKERS" "$b" "$PRODUCERS")
+			echo "$line" >>"$raw"
+			log "cont $line"
+			;;
+		esac
 	done
 fi
 for n in $BACKLOG; do
@@ -160,18 +174,20 @@ so=$("$PG_CONFIG" --pkglibdir)/aion_wake.so
 	echo
 	echo "## Burn-down: $JOBS no-op jobs enqueued in one transaction, $WORKERS workers, median of $REPS runs"
 	echo
-	echo "| mode | jobs/s | makespan s | / hand-written | / hand-written batch | WAL B/row | WAL flushes/row | commits/row | statements/row | runs (jobs/s) |"
-	echo "|---|---|---|---|---|---|---|---|---|---|"
+	echo "| mode | jobs/s | makespan s | / hand-written | / hand-written batch | server CPU us/row | WAL B/row | WAL flushes/row | commits/row | statements/row | runs (jobs/s) | wait events (median run) |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for m in $MODES; do
 		if grep -q "mode=$m phase=burn skip=" "$raw"; then
-			echo "| $(label "$m") | needs 1.2 (aion_wake.complete(text[], bigint[], int, interval) missing) | | | | | | | | |"
+			echo "| $(label "$m") | needs 1.2 (aion_wake.complete(text[], bigint[], int, interval) missing) | | | | | | | | | | |"
 			continue
 		fi
 		j=$(burnstat "$m" jobs_s)
 		rb="-"
 		case $m in batch | sqlbatch) rb=$(div "$j" "$bbase") ;; esac
 		runs=$(grep "mode=$m phase=burn " "$raw" | field jobs_s | paste -sd' ')
-		echo "| $(label "$m") | $j | $(burnstat "$m" seconds) | $(div "$j" "$base") | $rb | $(burnstat "$m" wal_bytes_row) | $(burnstat "$m" wal_sync_row) | $(burnstat "$m" commits_row) | $(burnstat "$m" stmts_row) | $runs |"
+		# the wait events of the run whose jobs/s is the median
+		waits=$(grep "mode=$m phase=burn .* jobs_s=$j " "$raw" | head -1 | field waits | cut -d, -f1-3 | sed 's/,/, /g')
+		echo "| $(label "$m") | $j | $(burnstat "$m" seconds) | $(div "$j" "$base") | $rb | $(burnstat "$m" server_cpu_us_row) | $(burnstat "$m" wal_bytes_row) | $(burnstat "$m" wal_sync_row) | $(burnstat "$m" commits_row) | $(burnstat "$m" stmts_row) | $runs | ${waits:--} |"
 	done
 	if [ "$CONT" = 1 ]; then
 		echo
@@ -179,16 +195,22 @@ so=$("$PG_CONFIG" --pkglibdir)/aion_wake.so
 		echo
 		echo "Latency from the row's scheduled enqueue time to the return of its settle's commit."
 		echo
-		echo "| mode | p50 ms | p95 ms | p99 ms | max ms | kept up | producer max lag ms | WAL B/row | WAL flushes/row | commits/row |"
-		echo "|---|---|---|---|---|---|---|---|---|---|"
-		for m in $MODES; do
-			l=$(grep "mode=$m phase=cont " "$raw" || true)
-			if [ -z "$l" ] || echo "$l" | grep -q skip=; then
-				echo "| $(label "$m") | needs 1.2 | | | | | | | | |"
+		echo "| mode | workers wait by | p50 ms | p95 ms | p99 ms | max ms | kept up | producer max lag ms | server CPU us/row | WAL B/row | WAL flushes/row | commits/row |"
+		echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+		grep "phase=cont " "$raw" | while read -r l; do
+			m=$(echo "$l" | sed 's/.*mode=\([a-z]*\) .*/\1/')
+			if echo "$l" | grep -q skip=; then
+				echo "| $(label "$m") | | needs 1.2 | | | | | | | | | |"
 				continue
 			fi
 			f() { echo "$l" | field "$1"; }
-			echo "| $(label "$m") | $(f p50_ms) | $(f p95_ms) | $(f p99_ms) | $(f max_ms) | $(f kept_up) | $(f producer_max_lag_ms) | $(f wal_bytes_row) | $(f wal_sync_row) | $(f commits_row) |"
+			wake=$(f sql_wake)
+			case $wake in
+			claim_wait) wake="claim(..., wait => '200 ms')" ;;
+			notify) wake="LISTEN; a statement trigger NOTIFYs" ;;
+			poll) wake="sleep $POLL_MS ms when empty" ;;
+			esac
+			echo "| $(label "$m") | $wake | $(f p50_ms) | $(f p95_ms) | $(f p99_ms) | $(f max_ms) | $(f kept_up) | $(f producer_max_lag_ms) | $(f server_cpu_us_row) | $(f wal_bytes_row) | $(f wal_sync_row) | $(f commits_row) |"
 		done
 	fi
 	if [ -n "$BACKLOG" ]; then

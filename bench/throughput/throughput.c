@@ -34,6 +34,9 @@
  *   WORKERS connections claim with a wait (aion_wake: claim(..., wait =>
  *   '200 ms'); hand-written: LISTEN, a statement-level trigger NOTIFYs on
  *   insert, the worker waits on its socket when a claim finds nothing).
+ *   With THROUGHPUT_POLL_MS=n the hand-written workers sleep n ms after a
+ *   claim that found nothing instead (no LISTEN, no wake-up storm: every
+ *   NOTIFY wakes every listener, and each of them claims).
  *   The latency of a row is from its scheduled enqueue time (so a producer
  *   that falls behind shows in it) to the return of the settle's commit.
  *   "Kept up": every row was settled by SECONDS + 1 s.
@@ -60,6 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <unistd.h>
 #include <time.h>
 #include <libpq-fe.h>
 
@@ -94,6 +98,8 @@ static atomic_bool stop_workers;
 static atomic_int ready;
 static atomic_bool go;
 static atomic_long max_lag_ns;
+static atomic_int finished;		/* workers that have ended */
+static int	poll_ms;			/* THROUGHPUT_POLL_MS: hand-written workers poll */
 
 typedef struct
 {
@@ -176,7 +182,7 @@ prepare_worker(PGconn *c)
 			prepare(c, "deletes",
 					"DELETE FROM public.bench_jobs j USING unnest($1::text[], $2::bigint[]) AS u(k, t)"
 					" WHERE j.dispatch_key = u.k AND j.lease_token = u.t");
-			if (continuous)
+			if (continuous && poll_ms == 0)
 			{
 				PGresult   *r = PQexec(c, "LISTEN bench_jobs");
 
@@ -421,13 +427,19 @@ worker_main(void *arg)
 			if (atomic_load(&stop_workers))
 				break;
 			if (mode >= M_SQL)
-				wait_notify(w->conn);
+			{
+				if (poll_ms > 0)
+					sleep_ns((int64_t) poll_ms * 1000000);
+				else
+					wait_notify(w->conn);
+			}
 			continue;
 		}
 		do_settle(w, &rw);
 	}
 	if (w->end_ns == 0)
 		w->end_ns = now_ns();
+	atomic_fetch_add(&finished, 1);
 	return NULL;
 }
 
@@ -478,7 +490,82 @@ typedef struct
 	double		wal_fpi;
 	double		wal_sync;
 	double		commits;
+	double		cpu_s;			/* server CPU, see server_cpu() */
 } Stats;
+
+/* utime + stime (fields 14, 15) or cutime + cstime (16, 17) of a process, s */
+static double
+proc_cpu(long pid, bool children)
+{
+	char		path[64],
+				buf[1024],
+			   *p;
+	FILE	   *f;
+	unsigned long long ut,
+				st,
+				cut,
+				cst;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) == NULL)
+		buf[0] = '\0';
+	fclose(f);
+	/* the command name may hold spaces: read from after the last ')' */
+	if ((p = strrchr(buf, ')')) == NULL ||
+		sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+			   &ut, &st, &cut, &cst) != 4)
+		return 0;
+	return (double) (children ? cut + cst : ut + st) / sysconf(_SC_CLK_TCK);
+}
+
+/*
+ * The server's CPU time so far: the backends that have ended (the
+ * postmaster's cutime + cstime, once it has reaped them) and the aion_wake
+ * worker and its listener connection, which live on.  Needs the client on
+ * the server's machine as the same OS user (as run.sh runs it); 0 if not.
+ */
+static double
+server_cpu(PGconn *mon)
+{
+	PGresult   *r = run(mon, PGRES_TUPLES_OK,
+						"SELECT pid, backend_type = 'checkpointer' FROM pg_stat_activity"
+						" WHERE backend_type IN ('checkpointer', 'aion_wake worker')"
+						" OR application_name = 'aion_wake listener'", 0, NULL);
+	double		cpu = 0;
+	int			i;
+
+	for (i = 0; i < PQntuples(r); i++)
+	{
+		long		pid = atol(PQgetvalue(r, i, 0));
+
+		if (strcmp(PQgetvalue(r, i, 1), "t") == 0)
+		{
+			/* the checkpointer's parent is the postmaster */
+			char		path[64],
+						buf[512],
+					   *p;
+			FILE	   *f;
+			long		ppid = 0;
+
+			snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+			if ((f = fopen(path, "r")) != NULL)
+			{
+				if (fgets(buf, sizeof(buf), f) != NULL &&
+					(p = strrchr(buf, ')')) != NULL)
+					sscanf(p + 2, "%*c %ld", &ppid);
+				fclose(f);
+			}
+			if (ppid > 0)
+				cpu += proc_cpu(ppid, true);
+		}
+		else
+			cpu += proc_cpu(pid, false);
+	}
+	PQclear(r);
+	return cpu;
+}
 
 static void
 read_stats(PGconn *mon, Stats *s)
@@ -486,8 +573,8 @@ read_stats(PGconn *mon, Stats *s)
 	PGresult   *r;
 
 	/*
-	 * The measured connections have ended: wait until their backends are
-	 * gone, so that the statistics they flush at exit are in.
+	 * The connections of the last phase have ended: wait until their
+	 * backends are gone, so that the statistics they flush at exit are in.
 	 */
 	for (int i = 0; i < 1000; i++)
 	{
@@ -499,6 +586,8 @@ read_stats(PGconn *mon, Stats *s)
 		PQclear(r);
 		if (gone)
 			break;
+		if (i == 999)
+			die("sessions of the last phase still there after 10 s");
 		sleep_ns(10000000);
 	}
 	PQclear(run(mon, PGRES_TUPLES_OK, "SELECT pg_stat_clear_snapshot()", 0, NULL));
@@ -513,6 +602,7 @@ read_stats(PGconn *mon, Stats *s)
 	s->wal_sync = atof(PQgetvalue(r, 0, 4));
 	s->commits = atof(PQgetvalue(r, 0, 5));
 	PQclear(r);
+	s->cpu_s = server_cpu(mon);
 }
 
 static double
@@ -546,6 +636,72 @@ reset_tables(PGconn *mon)
 	PQclear(run(mon, PGRES_COMMAND_OK, "VACUUM (ANALYZE) aion_wake.outbox", 0, NULL));
 }
 
+/*
+ * THROUGHPUT_WAITS=1: while the workers run, sample every 10 ms what their
+ * active backends wait for (pg_stat_activity.wait_event; none: on CPU or
+ * runnable) and print the shares in the RESULT line ("waits=").  A
+ * profile of wall time where perf sees only CPU: a row lock waited for
+ * shows as Lock:transactionid, a commit's flush as IO:WALSync or
+ * LWLock:WALWrite.
+ */
+#define MAXWAITS 32
+static char wait_name[MAXWAITS][64];
+static long wait_count[MAXWAITS];
+static int	nwaits;
+static long wait_total;
+
+static void
+sample_waits(PGconn *mon)
+{
+	PGresult   *r = run(mon, PGRES_TUPLES_OK,
+						"SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*)"
+						"  FROM pg_stat_activity WHERE application_name = 'throughput'"
+						"   AND state = 'active' GROUP BY 1", 0, NULL);
+	int			i,
+				j;
+
+	for (i = 0; i < PQntuples(r); i++)
+	{
+		const char *n = PQgetvalue(r, i, 0);
+		long		c = atol(PQgetvalue(r, i, 1));
+
+		for (j = 0; j < nwaits && strcmp(wait_name[j], n) != 0; j++)
+			;
+		if (j == nwaits)
+		{
+			if (nwaits == MAXWAITS)
+				continue;
+			snprintf(wait_name[nwaits++], sizeof(wait_name[0]), "%s", n);
+		}
+		wait_count[j] += c;
+		wait_total += c;
+	}
+	PQclear(r);
+}
+
+static void
+print_waits(void)
+{
+	bool		used[MAXWAITS] = {0};
+	int			k;
+
+	if (wait_total == 0)
+		return;
+	printf(" waits=");
+	for (k = 0; k < nwaits && k < 6; k++)
+	{
+		int			best = -1,
+					j;
+
+		for (j = 0; j < nwaits; j++)
+			if (!used[j] && (best < 0 || wait_count[j] > wait_count[best]))
+				best = j;
+		used[best] = true;
+		printf("%s%s:%.0f%%", k ? "," : "", wait_name[best],
+			   100.0 * wait_count[best] / wait_total);
+	}
+}
+
 static Mode
 parse_mode(const char *s)
 {
@@ -571,6 +727,7 @@ run_throughput(PGconn *mon, long n)
 	Producer	prod[MAXW];
 	Stats		s0,
 				s1;
+	PGconn	   *setup;
 	int			i;
 	int64_t		t_end = 0;
 	long		rows = 0,
@@ -578,7 +735,13 @@ run_throughput(PGconn *mon, long n)
 				empty = 0;
 	double		el;
 
-	reset_tables(mon);
+	/*
+	 * The set-up runs on a connection of its own, ended before the first
+	 * reading: the statistics of the enqueue (flushed when that backend
+	 * exits) then fall before the measured phase.
+	 */
+	setup = connect_db();
+	reset_tables(setup);
 	if (!continuous)
 	{
 		char		nb[32];
@@ -586,7 +749,7 @@ run_throughput(PGconn *mon, long n)
 		PGresult   *r;
 
 		snprintf(nb, sizeof(nb), "%ld", n);
-		r = run(mon, PGRES_TUPLES_OK, mode >= M_SQL
+		r = run(setup, PGRES_TUPLES_OK, mode >= M_SQL
 				? "WITH i AS (INSERT INTO public.bench_jobs (dispatch_key, topic) SELECT 'j' || g, 'bench' FROM generate_series(0, $1::int - 1) g RETURNING 1) SELECT count(*) FROM i"
 				: "SELECT count(*) FILTER (WHERE aion_wake.enqueue('j' || g, '{}'::jsonb, 'bench')) FROM generate_series(0, $1::int - 1) g",
 				1, v);
@@ -595,7 +758,9 @@ run_throughput(PGconn *mon, long n)
 		PQclear(r);
 	}
 	/* every mode starts right after a checkpoint: the same full-page writes */
-	PQclear(run(mon, PGRES_COMMAND_OK, "CHECKPOINT", 0, NULL));
+	PQclear(run(setup, PGRES_COMMAND_OK, "CHECKPOINT", 0, NULL));
+	PQfinish(setup);
+	read_stats(mon, &s0);
 
 	for (i = 0; i < nworkers; i++)
 	{
@@ -608,8 +773,6 @@ run_throughput(PGconn *mon, long n)
 		prod[i].id = i;
 		prod[i].conn = connect_db();
 	}
-	read_stats(mon, &s0);
-	/* read_stats waited for other sessions named throughput: none yet */
 	for (i = 0; i < nworkers; i++)
 		pthread_create(&th[i], NULL, worker_main, &workers[i]);
 	if (continuous)
@@ -629,6 +792,15 @@ run_throughput(PGconn *mon, long n)
 			sched[k] = t_start + 100000000 + (int64_t) (k * 1e9 / rate);
 	}
 	atomic_store(&go, true);
+	if (getenv("THROUGHPUT_WAITS") != NULL && strcmp(getenv("THROUGHPUT_WAITS"), "1") == 0)
+	{
+		while (atomic_load(&finished) < nworkers &&
+			   (!continuous || atomic_load(&produced) < total_rows))
+		{
+			sample_waits(mon);
+			sleep_ns(10000000);
+		}
+	}
 	if (continuous)
 	{
 		int64_t		deadline;
@@ -684,21 +856,24 @@ run_throughput(PGconn *mon, long n)
 				all[nl++] = workers[i].lat[j];
 		qsort(all, nl, sizeof(double), cmp_double);
 		kept = rows == total_rows && t_end <= last_sched + 1000000000;
-		printf(" rate=%.0f secs=%.0f producers=%d p50_ms=%.2f p95_ms=%.2f p99_ms=%.2f max_ms=%.2f"
+		printf(" rate=%.0f secs=%.0f producers=%d sql_wake=%s p50_ms=%.2f p95_ms=%.2f p99_ms=%.2f max_ms=%.2f"
 			   " producer_max_lag_ms=%.1f drain_after_ms=%.0f kept_up=%s",
-			   rate, seconds, nproducers, pct(all, nl, 0.50), pct(all, nl, 0.95),
+			   rate, seconds, nproducers, mode < M_SQL ? "claim_wait" : poll_ms > 0 ? "poll" : "notify", pct(all, nl, 0.50), pct(all, nl, 0.95),
 			   pct(all, nl, 0.99), all[nl - 1], atomic_load(&max_lag_ns) / 1e6,
 			   (t_end - last_sched) / 1e6, kept ? "yes" : "no");
 		free(all);
 	}
+	printf(" server_cpu_us_row=%.0f", (s1.cpu_s - s0.cpu_s) * 1e6 / rows);
 	printf(" wal_bytes_row=%.0f wal_records_row=%.2f wal_fpi_row=%.3f wal_sync_row=%.3f"
-		   " commits_row=%.3f stmts_row=%.3f empty_claims=%ld\n",
+		   " commits_row=%.3f stmts_row=%.3f empty_claims=%ld",
 		   lsn_diff(mon, s0.lsn, s1.lsn) / rows,
 		   (s1.wal_records - s0.wal_records) / rows,
 		   (s1.wal_fpi - s0.wal_fpi) / rows,
 		   (s1.wal_sync - s0.wal_sync) / rows,
 		   (s1.commits - s0.commits) / rows,
 		   (double) stmts / rows, empty);
+	print_waits();
+	printf("\n");
 	fflush(stdout);
 }
 
@@ -817,6 +992,8 @@ main(int argc, char **argv)
 		die("usage: throughput MODE burn N WORKERS BATCH | MODE cont RATE SECONDS WORKERS BATCH PRODUCERS | single latency ROWS SAMPLES");
 	mode_name = argv[1];
 	mode = parse_mode(argv[1]);
+	if (getenv("THROUGHPUT_POLL_MS") != NULL)
+		poll_ms = atoi(getenv("THROUGHPUT_POLL_MS"));
 	mon = connect_db();
 	/* the monitor's own statements must not count as "throughput" sessions */
 	PQclear(run(mon, PGRES_COMMAND_OK, "SET application_name = 'throughput_monitor'", 0, NULL));
