@@ -17,7 +17,7 @@
 #   single    aion_wake.claim(topic, 1), then complete(key, token)
 #   handoff   complete(key, token, next_rows => 1)
 #   sqlbatch  hand-written, LIMIT B and one DELETE of the batch
-#   batch     claim(topic, B), then complete(keys[], tokens[], next_rows => B)
+#   batch     claim(topic, B), then complete_many(keys[], tokens[], next_rows => B)
 #             (1.2; printed as "needs 1.2" when the function is missing)
 #
 # Durability stays on (fsync, synchronous_commit).  Every mode starts from an
@@ -159,7 +159,7 @@ label() {
 	single) echo "aion_wake claim + complete (2 commits)" ;;
 	handoff) echo "aion_wake complete(..., next_rows => 1)" ;;
 	sqlbatch) echo "hand-written batch claim + DELETE, B = $BATCH" ;;
-	batch) echo "aion_wake claim(B) + complete(keys[], tokens[], next_rows => B), B = $BATCH" ;;
+	batch) echo "aion_wake claim(B) + complete_many(keys[], tokens[], next_rows => B), B = $BATCH" ;;
 	esac
 }
 
@@ -178,7 +178,7 @@ so=$("$PG_CONFIG" --pkglibdir)/aion_wake.so
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for m in $MODES; do
 		if grep -q "mode=$m phase=burn skip=" "$raw"; then
-			echo "| $(label "$m") | needs 1.2 (aion_wake.complete(text[], bigint[], int, interval) missing) | | | | | | | | | | |"
+			echo "| $(label "$m") | needs 1.2 (aion_wake.complete_many missing) | | | | | | | | | | |"
 			continue
 		fi
 		j=$(burnstat "$m" jobs_s)
