@@ -47,6 +47,11 @@
 # results/throughput.md (the tables, markdown) and results/raw.txt (the
 # RESULT lines).  Exits 0 whatever the figures; non-zero only if a run fails.
 #
+# With THROUGHPUT_PEERS=1 the burn-down also runs graphile-worker
+# (THROUGHPUT_GRAPHILE_VERSION, 0.17.3, installed with npm into the run's
+# directory; needs node) with the configuration of its own Performance
+# page (peers/graphile.js), once per round, on the same cluster.
+#
 # Usage (as root -- the server and the client then run as postgres -- or as
 # postgres):   bench/throughput/run.sh
 # Environment: THROUGHPUT_PORT (5541), THROUGHPUT_JOBS (20000),
@@ -74,6 +79,8 @@ SECONDS_CONT=${THROUGHPUT_SECONDS:-10}
 PRODUCERS=${THROUGHPUT_PRODUCERS:-4}
 CONT=${THROUGHPUT_CONT:-1}
 BACKLOG=${THROUGHPUT_BACKLOG:-}
+PEERS=${THROUGHPUT_PEERS:-0}
+GW_VERSION=${THROUGHPUT_GRAPHILE_VERSION:-0.17.3}
 SAMPLES=${THROUGHPUT_SAMPLES:-2000}
 PG_CONFIG=${PG_CONFIG:-pg_config}
 PG_BINDIR=$($PG_CONFIG --bindir)
@@ -103,6 +110,18 @@ CREATE TRIGGER bench_jobs_notify AFTER INSERT ON public.bench_jobs
 	FOR EACH STATEMENT EXECUTE FUNCTION public.bench_jobs_notify();
 GRANT ALL ON public.bench_jobs, public.bench_jobs_token_seq TO PUBLIC" >/dev/null
 
+if [ "$PEERS" = 1 ]; then
+	# graphile-worker from npm, into the run's own directory
+	mkdir -p "$tmp/gw"
+	cp "$here/peers/graphile.js" "$tmp/gw/"
+	(cd "$tmp/gw" && npm install --silent --no-audit --no-fund "graphile-worker@$GW_VERSION" >/dev/null)
+	chmod -R a+rX "$tmp/gw"
+fi
+peer_graphile() {
+	bench_as_pg env GW_URL="postgres://postgres@/postgres?host=$BENCH_TMP&port=$BENCH_PORT" \
+		node "$tmp/gw/graphile.js" "$JOBS"
+}
+
 client() {
 	bench_as_pg env PGHOST="$BENCH_TMP" PGPORT="$BENCH_PORT" PGDATABASE=postgres \
 		PGUSER=postgres THROUGHPUT_WAITS=1 THROUGHPUT_POLL_MS="${poll:-0}" \
@@ -121,6 +140,11 @@ for ((rep = 1; rep <= REPS; rep++)); do
 		echo "$line rep=$rep" >>"$raw"
 		log "burn $rep $line"
 	done
+	if [ "$PEERS" = 1 ]; then
+		line=$(peer_graphile)
+		echo "$line rep=$rep" >>"$raw"
+		log "burn $rep $line"
+	fi
 done
 if [ "$CONT" = 1 ]; then
 	for m in $MODES; do
@@ -160,6 +184,7 @@ label() {
 	handoff) echo "aion_wake complete(..., next_rows => 1)" ;;
 	sqlbatch) echo "hand-written batch claim + DELETE, B = $BATCH" ;;
 	batch) echo "aion_wake claim(B) + complete_many(keys[], tokens[], next_rows => B), B = $BATCH" ;;
+	graphile) echo "graphile-worker $GW_VERSION, its Performance page's configuration (concurrentJobs 24, maxPoolSize 25, localQueue 500, completeJobBatchDelay 0, failJobBatchDelay 0)" ;;
 	esac
 }
 
@@ -176,14 +201,16 @@ so=$("$PG_CONFIG" --pkglibdir)/aion_wake.so
 	echo
 	echo "| mode | jobs/s | makespan s | / hand-written | / hand-written batch | server CPU us/row | WAL B/row | WAL flushes/row | commits/row | statements/row | runs (jobs/s) | wait events (median run) |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
-	for m in $MODES; do
+	burnmodes=$MODES
+	[ "$PEERS" = 1 ] && burnmodes="$MODES graphile"
+	for m in $burnmodes; do
 		if grep -q "mode=$m phase=burn skip=" "$raw"; then
 			echo "| $(label "$m") | needs 1.2 (aion_wake.complete_many missing) | | | | | | | | | | |"
 			continue
 		fi
 		j=$(burnstat "$m" jobs_s)
 		rb="-"
-		case $m in batch | sqlbatch) rb=$(div "$j" "$bbase") ;; esac
+		case $m in batch | sqlbatch | graphile) rb=$(div "$j" "$bbase") ;; esac
 		runs=$(grep "mode=$m phase=burn " "$raw" | field jobs_s | paste -sd' ')
 		# the wait events of the run whose jobs/s is the median
 		waits=$(grep "mode=$m phase=burn .* jobs_s=$j " "$raw" | head -1 | field waits | cut -d, -f1-3 | sed 's/,/, /g')
