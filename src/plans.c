@@ -18,9 +18,14 @@
  *	  are written so that every access to the outbox has an index condition
  *	  (a key, "= ANY" of keys, a topic, a LATERAL lookup per key) and no
  *	  subquery can be turned into a hashed scan of the whole table; the
- *	  planner then has nothing but index plans to choose from.  Statements
- *	  of other code, including triggers that run inside ours, are planned as
- *	  usual.
+ *	  planner then has nothing but index plans to choose from.  They are
+ *	  also planned with jit off: a generic plan's cost is estimated without
+ *	  the parameters' values ("visible_after <= $3" is taken to match a
+ *	  third of the table), so it grows with the table, and past a few
+ *	  hundred thousand rows the claim's is above jit_above_cost; the
+ *	  executor would then compile the plan's expressions at every
+ *	  execution (about 10 ms) to lease one row.  Statements of other code,
+ *	  including triggers that run inside ours, are planned as usual.
  *
  * Copyright (c) 2026, aion_wake authors
  *
@@ -34,6 +39,7 @@
 #include "access/attnum.h"
 #include "catalog/namespace.h"
 #include "executor/spi.h"
+#include "jit/jit.h"
 #include "optimizer/cost.h"
 #include "optimizer/planner.h"
 #include "utils/inval.h"
@@ -58,6 +64,7 @@ aw_planner(AW_PLANNER_HOOK_PARAMS)
 	PlannedStmt *result;
 	bool		save_seqscan = enable_seqscan;
 	bool		save_bitmapscan = enable_bitmapscan;
+	bool		save_jit = jit_enabled;
 	bool		ours = (query_string != NULL &&
 						strncmp(query_string, AW_PLAN_TAG, strlen(AW_PLAN_TAG)) == 0);
 
@@ -65,6 +72,7 @@ aw_planner(AW_PLANNER_HOOK_PARAMS)
 	{
 		enable_seqscan = false;
 		enable_bitmapscan = false;
+		jit_enabled = false;
 	}
 	PG_TRY();
 	{
@@ -77,6 +85,7 @@ aw_planner(AW_PLANNER_HOOK_PARAMS)
 	{
 		enable_seqscan = save_seqscan;
 		enable_bitmapscan = save_bitmapscan;
+		jit_enabled = save_jit;
 	}
 	PG_END_TRY();
 	return result;
