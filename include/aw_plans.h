@@ -23,5 +23,6 @@ extern uint64 aw_plan_run(SPIPlanPtr plan, Datum *args, const char *nulls,
 extern uint64 aw_plan_run_latest(SPIPlanPtr plan, Datum *args, const char *nulls,
 								 int expected);
 extern int	aw_schema_version(void);
+extern bool aw_in_subtransaction(bool (*fn) (void *arg), void *arg);
 
 #endif							/* AW_PLANS_H */

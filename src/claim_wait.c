@@ -114,62 +114,51 @@ aw_ms_until_next_event(AwClaim *c, TimestampTz now)
  * nothing, so that a sleeping claimer holds no row lock (see the file
  * header).
  */
+typedef struct AwProbe
+{
+	AwClaim    *c;
+	uint64		ready;
+	uint64	   *unused;
+} AwProbe;
+
+static bool
+aw_claim_probe_step(void *arg)
+{
+	AwProbe    *p = (AwProbe *) arg;
+	AwClaim    *c = p->c;
+	uint64		all = (c->ntopics == 64) ? ~UINT64CONST(0) :
+		(UINT64CONST(1) << c->ntopics) - 1;
+	uint64		claimed;
+	int			i;
+
+	if (!c->served)
+		(void) aw_limits_expire(GetCurrentTimestamp());
+	claimed = aw_claim_once(c, p->ready, c->served ? p->ready : 0);
+	for (i = 0; i < c->ntopics; i++)
+	{
+		if ((p->ready & (UINT64CONST(1) << i)) && c->topics[i].got == 0)
+			*p->unused |= UINT64CONST(1) << i;
+	}
+	/* rows still wanted: from the other topics */
+	if (claimed < (uint64) c->max_rows && p->ready != all)
+	{
+		int32		max_rows = c->max_rows;
+
+		c->max_rows -= (int32) claimed;
+		claimed += aw_claim_once(c, all & ~p->ready, 0);
+		c->max_rows = max_rows;
+	}
+	return claimed > 0;
+}
+
 static bool
 aw_claim_probe(AwClaim *c, uint64 ready, uint64 hand, uint64 *unused)
 {
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	uint64		all = (c->ntopics == 64) ? ~UINT64CONST(0) :
-		(UINT64CONST(1) << c->ntopics) - 1;
-	bool		found = false;
+	AwProbe		p = {c, ready, unused};
+	bool		found;
 
 	*unused = 0;
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
-	PG_TRY();
-	{
-		uint64		claimed;
-		int			i;
-
-		if (!c->served)
-			(void) aw_limits_expire(GetCurrentTimestamp());
-		claimed = aw_claim_once(c, ready, c->served ? ready : 0);
-		for (i = 0; i < c->ntopics; i++)
-		{
-			if ((ready & (UINT64CONST(1) << i)) && c->topics[i].got == 0)
-				*unused |= UINT64CONST(1) << i;
-		}
-		/* rows still wanted: from the other topics */
-		if (claimed < (uint64) c->max_rows && ready != all)
-		{
-			int32		max_rows = c->max_rows;
-
-			c->max_rows -= (int32) claimed;
-			claimed += aw_claim_once(c, all & ~ready, 0);
-			c->max_rows = max_rows;
-		}
-		found = claimed > 0;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-		ReThrowError(edata);
-	}
-	PG_END_TRY();
-
-	if (found)
-		ReleaseCurrentSubTransaction();
-	else
-		RollbackAndReleaseCurrentSubTransaction();
-	MemoryContextSwitchTo(oldcontext);
-	CurrentResourceOwner = oldowner;
+	found = aw_in_subtransaction(aw_claim_probe_step, &p);
 
 	/*
 	 * The pulses handed to it before it looked are spent as far as it

@@ -345,36 +345,19 @@ aw_limit_topic_listed(const char *topic)
  * subtransaction that is rolled back at once, so that the caller's
  * transaction keeps no lock of it (what it put in shared memory stays).
  */
+static bool
+aw_limits_load_step(void *arg)
+{
+	SPI_connect();
+	(void) aw_limits_load_topic((const char *) arg);
+	SPI_finish();
+	return false;				/* roll back: keep no lock */
+}
+
 static void
 aw_limits_load_detached(const char *topic)
 {
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
-	PG_TRY();
-	{
-		SPI_connect();
-		(void) aw_limits_load_topic(topic);
-		SPI_finish();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-		ReThrowError(edata);
-	}
-	PG_END_TRY();
-	RollbackAndReleaseCurrentSubTransaction();
-	MemoryContextSwitchTo(oldcontext);
-	CurrentResourceOwner = oldowner;
+	(void) aw_in_subtransaction(aw_limits_load_step, (void *) topic);
 }
 
 /*

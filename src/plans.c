@@ -37,6 +37,7 @@
 #include "postgres.h"
 
 #include "access/attnum.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "executor/spi.h"
 #include "jit/jit.h"
@@ -44,6 +45,8 @@
 #include "optimizer/planner.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
 #include "aw_compat.h"
@@ -187,4 +190,46 @@ aw_schema_version(void)
 					 get_attnum(rel, "leased_until") != InvalidAttrNumber) ? 11 : 10;
 	}
 	return aw_schema;
+}
+
+/*
+ * Run fn(arg) in an internal subtransaction of its own: kept (released
+ * into the caller's transaction) when fn returns true, rolled back when it
+ * returns false, rolled back with the error re-thrown when it raises.  The
+ * caller's memory context and resource owner are restored in every case.
+ * Returns what fn returned.
+ */
+bool
+aw_in_subtransaction(bool (*fn) (void *arg), void *arg)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	bool		keep = false;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		keep = fn(arg);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	if (keep)
+		ReleaseCurrentSubTransaction();
+	else
+		RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(oldcontext);
+	CurrentResourceOwner = oldowner;
+	return keep;
 }
