@@ -28,7 +28,7 @@
  * The library's version, default_version of aion_wake.control (on 18 and
  * later in its magic block; 019_wait_events.pl checks that they agree).
  */
-#define AW_VERSION				"1.1"
+#define AW_VERSION				"1.2"
 
 /* the named LWLock tranche of aion_wake (aion_wake.c requests it) */
 #define AW_TRANCHE_NAME			"aion_wake"

@@ -7,8 +7,9 @@
 # pgxn/meta schema/v1, states them): the required keys, SemVer versions,
 # licenses, provides, prereqs, resources, tags, release_status; that the
 # distribution version and the version of the extension it provides equal
-# default_version of aion_wake.control ("1.0" read as "1.0.0"); and that
-# every file it names exists in the tree.
+# default_version of aion_wake.control ("1.0" read as "1.0.0"), as does
+# the library's AW_VERSION (include/aion_wake.h); and that every file it
+# names exists in the tree.
 #
 #   perl test/package/check_meta.pl [META.json]
 #
@@ -116,6 +117,26 @@ if (open my $fh, '<', $control_file)
 else
 {
 	problem("$control_file: $!");
+}
+# the library's own version (its magic block on PostgreSQL 18 and later)
+# must be the control file's: otherwise only an 18+ run notices
+my $header_file = dirname($control_file) . '/include/aion_wake.h';
+if (defined $extversion && open my $hh, '<', $header_file)
+{
+	my $libversion;
+	while (<$hh>)
+	{
+		$libversion = $1 if /^#define\s+AW_VERSION\s+"([^"]*)"/;
+	}
+	close $hh;
+	if (!defined $libversion)
+	{
+		problem("$header_file: no AW_VERSION");
+	}
+	elsif ($libversion ne $extversion)
+	{
+		problem("$header_file: AW_VERSION \"$libversion\", but $control_file has default_version '$extversion'");
+	}
 }
 my $want_version;
 if (defined $extversion)
