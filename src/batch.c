@@ -16,9 +16,9 @@
  *	  next rows taken), the park forgotten at commit, a park's entry in the
  *	  set.  Each topic's lock is taken once per call.
  *
- *	  The keys are sorted before the statement runs, which visits the rows
- *	  in the order of the array (a nested loop over it, by the primary key:
- *	  plans.c allows only index plans), so two calls that settle
+ *	  The keys are sorted before the statement runs, which reads the rows
+ *	  in key order (the primary key's index, "dispatch_key = ANY" of the
+ *	  keys: plans.c allows only index plans), so two calls that settle
  *	  overlapping keys lock the rows in the same order and never deadlock.
  *	  A key given twice is an error: its row would be settled twice.
  *
@@ -101,7 +101,11 @@ static SPIPlanPtr aw_batch_plans[AW_BATCH_KINDS];
 
 /*
  * The settle statements.  $1 and $2 are the keys, sorted, and their
- * tokens; every row whose key and token match is settled.  Each returns
+ * tokens; every row whose key and token match is settled.  Every scan of
+ * the outbox has "dispatch_key = ANY ($1)" for its index condition, so
+ * that a kept plan made while the table was small (which would join the
+ * keys to a read of the whole primary key index) still reads only the
+ * keys' rows at any size (plans.c).  Each returns
  * the row's key, topic, lease token and fence before the call, then what
  * its single-row form returns beyond those (outbox.c).  fail and park lock
  * the rows first (b), so that the fence returned is the latest committed
@@ -111,7 +115,8 @@ static const char *const aw_batch_sql[AW_BATCH_KINDS] = {
 	[AW_BATCH_COMPLETE] =
 	"DELETE FROM aion_wake.outbox o "
 	" USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS q(k, t) "
-	" WHERE o.dispatch_key OPERATOR(pg_catalog.=) q.k "
+	" WHERE o.dispatch_key OPERATOR(pg_catalog.=) ANY ($1) "
+	"   AND o.dispatch_key OPERATOR(pg_catalog.=) q.k "
 	"   AND o.lease_token OPERATOR(pg_catalog.=) q.t "
 	"RETURNING o.dispatch_key, o.topic, o.lease_token, o.visible_after, "
 	"          o.parked_at IS NOT NULL",
@@ -119,26 +124,30 @@ static const char *const aw_batch_sql[AW_BATCH_KINDS] = {
 	[AW_BATCH_FAIL] =
 	"WITH b AS (SELECT o.dispatch_key, q.t, o.visible_after "
 	"             FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS q(k, t) "
-	"             JOIN aion_wake.outbox o ON o.dispatch_key OPERATOR(pg_catalog.=) q.k "
+	"             JOIN aion_wake.outbox o ON o.dispatch_key OPERATOR(pg_catalog.=) ANY ($1) "
+	"                                    AND o.dispatch_key OPERATOR(pg_catalog.=) q.k "
 	"                                    AND o.lease_token OPERATOR(pg_catalog.=) q.t "
 	"              FOR UPDATE OF o) "
 	"UPDATE aion_wake.outbox o "
 	"   SET attempt = o.attempt OPERATOR(pg_catalog.+) 1, visible_after = $4, "
 	"       last_error = $3, parked_at = NULL, leased_until = NULL "
 	"  FROM b "
-	" WHERE o.dispatch_key OPERATOR(pg_catalog.=) b.dispatch_key "
+	" WHERE o.dispatch_key OPERATOR(pg_catalog.=) ANY ($1) "
+	"   AND o.dispatch_key OPERATOR(pg_catalog.=) b.dispatch_key "
 	"   AND o.lease_token OPERATOR(pg_catalog.=) b.t "
 	"RETURNING o.dispatch_key, o.topic, o.lease_token, b.visible_after",
 
 	[AW_BATCH_PARK] =
 	"WITH b AS (SELECT o.dispatch_key, q.t, o.visible_after, o.parked_at "
 	"             FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS q(k, t) "
-	"             JOIN aion_wake.outbox o ON o.dispatch_key OPERATOR(pg_catalog.=) q.k "
+	"             JOIN aion_wake.outbox o ON o.dispatch_key OPERATOR(pg_catalog.=) ANY ($1) "
+	"                                    AND o.dispatch_key OPERATOR(pg_catalog.=) q.k "
 	"                                    AND o.lease_token OPERATOR(pg_catalog.=) q.t "
 	"              FOR UPDATE OF o) "
 	"UPDATE aion_wake.outbox o SET visible_after = $3, parked_at = $4, leased_until = NULL "
 	"  FROM b "
-	" WHERE o.dispatch_key OPERATOR(pg_catalog.=) b.dispatch_key "
+	" WHERE o.dispatch_key OPERATOR(pg_catalog.=) ANY ($1) "
+	"   AND o.dispatch_key OPERATOR(pg_catalog.=) b.dispatch_key "
 	"   AND o.lease_token OPERATOR(pg_catalog.=) b.t "
 	"RETURNING o.dispatch_key, o.topic, o.lease_token, b.visible_after, o.attempt, "
 	"          b.parked_at",
@@ -146,7 +155,8 @@ static const char *const aw_batch_sql[AW_BATCH_KINDS] = {
 	[AW_BATCH_DEAD_LETTER] =
 	"WITH d AS (DELETE FROM aion_wake.outbox o "
 	"            USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS q(k, t) "
-	"            WHERE o.dispatch_key OPERATOR(pg_catalog.=) q.k "
+	"            WHERE o.dispatch_key OPERATOR(pg_catalog.=) ANY ($1) "
+	"              AND o.dispatch_key OPERATOR(pg_catalog.=) q.k "
 	"              AND o.lease_token OPERATOR(pg_catalog.=) q.t "
 	"           RETURNING o.*) "
 	"INSERT INTO aion_wake.dead_letters AS l "

@@ -14,7 +14,8 @@
 #
 # The test makes every kept plan while the table holds three analyzed
 # rows -- in a session (claim of one topic and of two, park with and
-# without a lease token, complete, fail, dead_letter, enqueue, reoffer)
+# without a lease token, complete, fail, dead_letter, enqueue, reoffer,
+# the batch settles of each kind and a batch hand-off)
 # and in the worker (its re-offer, its fence look-ups) -- then grows the
 # table to 20,000 rows without analyzing it, and reads the plans that
 # auto_explain logs for the nested statements: none may scan
@@ -62,7 +63,20 @@ SELECT aion_wake.complete('$tag-c');
 SELECT aion_wake.fail('$tag-d', 'x', '1 hour');
 SELECT aion_wake.dead_letter('$tag-e', 'x');
 SELECT aion_wake.reoffer('small', 1);
-SELECT aion_wake.pulse('small', 1);});
+SELECT aion_wake.pulse('small', 1);
+SELECT count(aion_wake.enqueue('$tag-' || k, '{}', 'smallb'))
+  FROM unnest(ARRAY['g', 'h', 'i', 'j', 'k']) k;
+SELECT count(*) FROM aion_wake.claim('smallb', 5);
+SELECT aion_wake.complete_many(ARRAY['$tag-g'],
+       ARRAY(SELECT lease_token FROM aion_wake.outbox WHERE dispatch_key = '$tag-g'));
+SELECT aion_wake.fail_many(ARRAY['$tag-h'], 'x', '1 hour',
+       ARRAY(SELECT lease_token FROM aion_wake.outbox WHERE dispatch_key = '$tag-h'));
+SELECT aion_wake.park_many(ARRAY['$tag-i'], '1 hour',
+       ARRAY(SELECT lease_token FROM aion_wake.outbox WHERE dispatch_key = '$tag-i'));
+SELECT aion_wake.dead_letter_many(ARRAY['$tag-j'], 'x',
+       ARRAY(SELECT lease_token FROM aion_wake.outbox WHERE dispatch_key = '$tag-j'));
+SELECT count(*) FROM aion_wake.complete_many(ARRAY['$tag-k'],
+       ARRAY(SELECT lease_token FROM aion_wake.outbox WHERE dispatch_key = '$tag-k'), 1);});
 	# the worker: a fence look-up for a waiter, and a re-offer
 	aw_start($waiter,
 		"SELECT count(*) FROM aion_wake.claim('wait_$tag', 1, '30 s', '1 s')");
@@ -101,6 +115,27 @@ cmp_ok(scalar(@plans), '>=', 12, 'aion_wake statements were planned and logged')
 my @bad = grep { /(Seq Scan|Bitmap Heap Scan) on outbox/ } @plans;
 is(scalar(@bad), 0, 'no plan scans aion_wake.outbox other than by index')
   or diag(join("\n----\n", @bad));
+# nor reads a whole index of it: every index scan of the outbox has an
+# index condition (a batch settle's plan made at three rows joined its
+# keys to a read of all of outbox_pkey, an index scan without one)
+my @unbounded;
+for my $plan (@plans)
+{
+	my @lines = split /\n/, $plan;
+	for my $i (0 .. $#lines)
+	{
+		next unless $lines[$i] =~ /Index (Only )?Scan (Backward )?using \S+ on outbox/;
+		my $cond = 0;
+		for my $j ($i + 1 .. $#lines)
+		{
+			last if $lines[$j] =~ /->/;
+			$cond = 1 if $lines[$j] =~ /Index Cond:/;
+		}
+		push @unbounded, $plan unless $cond;
+	}
+}
+is(scalar(@unbounded), 0, 'every index scan of aion_wake.outbox has an index condition')
+  or diag(join("\n----\n", @unbounded));
 # each kind of statement was among them (whitespace as in the source)
 for my $what (
 	'UPDATE aion_wake.outbox o SET visible_after = \$3, parked_at = NULL',
@@ -108,7 +143,9 @@ for my $what (
 	'SELECT k.topic, pg_catalog.count\(\*\)::pg_catalog.int4 FROM \(SELECT x.topic',
 	'WITH b AS \(SELECT visible_after, parked_at FROM aion_wake.outbox',
 	'SELECT pg_catalog.count\(\*\) FROM \(',
-	'SELECT pg_catalog.min\(visible_after\) FROM aion_wake.outbox')
+	'SELECT pg_catalog.min\(visible_after\) FROM aion_wake.outbox',
+	'DELETE FROM aion_wake.outbox o USING ROWS FROM',
+	'WITH b AS \(SELECT o.dispatch_key, q.t, o.visible_after FROM ROWS FROM')
 {
 	(my $re = $what) =~ s/ /\\s+/g;
 	ok((grep { /$re/ } @plans), "a plan was logged for: $what");
