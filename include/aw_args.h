@@ -30,6 +30,7 @@ extern char *aw_arg_key(FunctionCallInfo fcinfo, int argno);
 extern char *aw_arg_topic(FunctionCallInfo fcinfo, int argno);
 extern void aw_arg_not_null(FunctionCallInfo fcinfo, int argno, const char *name);
 extern int64 aw_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name);
+extern Interval *aw_interval_from_us(int64 us);
 /* the WARNING of a park the set had no room for (G6) */
 extern void aw_warn_park_failed(AwParkResult r, const char *key, bool fenced);
 extern int32 aw_arg_int_range(FunctionCallInfo fcinfo, int argno, const char *name,

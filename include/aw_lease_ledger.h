@@ -106,7 +106,8 @@ typedef enum AwLimitResult
 
 /* claims: reservations, then leases */
 extern int32 aw_ledger_reserve(const char *topic, int32 want, AwSettledLease *settled,
-								int n_settled, int32 *handed, bool *limited);
+								int n_settled, int32 *handed, bool *limited, int32 *rated,
+								bool *blocked);
 extern void aw_ledger_unreserve(const char *topic, int32 n,
 								const AwSettledLease *handing, int n_handing);
 extern bool aw_ledger_open(const AwLiveLease *leases, const AwSettledLease **preds,

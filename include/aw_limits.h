@@ -42,7 +42,10 @@ typedef enum AwLoadResult
 typedef struct AwReserveRecord
 {
 	char		topic[AW_TOPIC_MAXLEN + 1];
-	int32		left;
+	int32		left;			/* slots of its limit not yet leased or
+								 * returned */
+	int32		rate_left;		/* starts of its rate not yet logged or
+								 * returned */
 	/* settled leases whose successors' slots are among those left */
 	AwSettledLease *handing;
 	int32		n_handing;

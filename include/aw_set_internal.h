@@ -34,6 +34,7 @@
 #include "aw_names.h"
 #include "aw_parked_set.h"
 #include "aw_pulse_spend.h"
+#include "aw_rate_ledger.h"
 #include "aw_set_views.h"
 
 #define AW_NUM_KINDS 2
@@ -93,6 +94,8 @@ typedef struct AwTopic
 	uint64		spender_hand;	/* the hand that made it the spender */
 	/* known capacity (G8): the lease ledger's fields (aw_lease_ledger.h) */
 	AwCapacity	cap;
+	/* its rate and pause (G10): the rate ledger's fields (aw_rate_ledger.h) */
+	AwRate		rate;
 } AwTopic;
 
 typedef struct AwEntry
@@ -163,6 +166,9 @@ typedef struct AwShared
 	AwHeap		lease_ends;		/* lease records by end */
 	int64		limits_held;	/* the limit_held of every topic */
 	int64		pool_held;		/* the pool_held of every topic */
+	dlist_head	rate_blocked;	/* topics whose claims a rate or a pause
+								 * cut short: the worker times the moment
+								 * they may start again (rate_ledger.c) */
 } AwShared;
 
 /* the set (parked_set.c) */
@@ -198,5 +204,12 @@ extern void aw_capacity_init(AwCapacity *c);
 extern bool aw_capacity_idle(const AwCapacity *c);
 extern int32 aw_capacity_in_flight(const AwCapacity *c);
 extern void aw_topic_pool_sync(AwTopic *t);
+
+/* a topic's rate and pause (rate_ledger.c) */
+extern void aw_rate_init(AwRate *r);
+extern bool aw_rate_idle(const AwRate *r);
+extern int32 aw_rate_admit(AwTopic *t, int32 want, TimestampTz now, bool *blocked);
+extern void aw_rate_copy(AwTopic *t, AwRateRow *row, TimestampTz now);
+extern int64 aw_topic_free_slots(AwTopic *t);
 
 #endif							/* AW_SET_INTERNAL_H */

@@ -17,6 +17,7 @@
 #include "datatype/timestamp.h"
 
 #include "aw_names.h"
+#include "aw_rate_ledger.h"
 
 /* counters shown by aion_wake.status */
 typedef struct AwCounters
@@ -37,6 +38,8 @@ typedef struct AwCounters
 	uint64		leases_expired;
 	uint64		limits_not_loaded;	/* claims of a topic whose limit was not
 									 * loaded yet, which took nothing of it */
+	uint64		claims_rate_delayed;	/* claims a rate cut short */
+	uint64		claims_paused;	/* claims a pause cut short */
 	TimestampTz last_pulse_at;
 } AwCounters;
 
@@ -64,6 +67,7 @@ typedef struct AwTopicRow
 	int64		reoffered;
 	int32		max_in_flight;	/* 0: unlimited */
 	int32		in_flight;
+	AwRateRow	rate;
 } AwTopicRow;
 
 extern void aw_set_counters(AwCounters *out);

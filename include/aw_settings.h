@@ -17,6 +17,7 @@ extern char *aw_database_list;
 extern int	aw_max_parked_rows;
 extern int	aw_max_topics;
 extern int	aw_max_leases;
+extern int	aw_max_rates;
 extern int	aw_unfenced_max_age_ms;
 extern int	aw_pulse_credit_ms;
 extern int	aw_max_wait_ms;

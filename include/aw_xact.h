@@ -93,6 +93,24 @@ extern AwLimitRecord *aw_xact_record_limit(const char *topic, int32 max_in_fligh
 										   AwLiveLease *leases, int32 n_leases,
 										   aw_recount_fn recount);
 
+/*
+ * set_rate() (pause false) or pause()/resume() (pause true): recorded
+ * before the set promises anything; the caller sets promised once
+ * aw_ledger_rate_promise succeeded.  Only the topic's last call of each
+ * kind in the transaction applies at commit (rates.c).
+ */
+typedef struct AwRateSetting
+{
+	bool		promised;
+	bool		pause;			/* pause() or resume(), else set_rate() */
+	int32		max_starts;		/* set_rate: 0 removes the rate */
+	int64		per;
+	bool		had_rate;		/* set_rate: the table held a rate before */
+	TimestampTz paused_until;	/* pause: 0 for resume() */
+} AwRateSetting;
+
+extern AwRateSetting *aw_xact_record_rate(const char *topic, const AwRateSetting *s);
+
 /* rows locked and not taken by a claim: claimable again when it ends */
 extern void aw_xact_record_released(const char *topic, int64 rows);
 

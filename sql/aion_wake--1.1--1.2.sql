@@ -9,8 +9,9 @@
 -- object is schema-qualified and every operator is written
 -- OPERATOR(pg_catalog.x).
 
--- The status view gains limits_not_loaded (claims of a limited topic whose
--- limit was not loaded yet): drop and make it again.  The library fills
+-- The status view gains limits_not_loaded (claims of a topic whose limit,
+-- rate or pause was not loaded yet), claims_rate_delayed and claims_paused
+-- (claims a rate or a pause cut short): drop and make it again.  The library fills
 -- the column only when the function's result has it, so it serves a 1.1
 -- schema as before.
 ALTER EXTENSION aion_wake DROP VIEW aion_wake.status;
@@ -29,7 +30,8 @@ CREATE FUNCTION aion_wake.status_internal(
 	OUT last_pulse_at timestamptz, OUT started_at timestamptz,
 	OUT pulses_ignored bigint, OUT leases_expired bigint,
 	OUT lease_capacity int, OUT leases bigint,
-	OUT limits_not_loaded bigint)
+	OUT limits_not_loaded bigint, OUT claims_rate_delayed bigint,
+	OUT claims_paused bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'aw_status'
 LANGUAGE C VOLATILE PARALLEL SAFE;
@@ -144,3 +146,73 @@ REVOKE ALL ON FUNCTION aion_wake.park_many(text[], interval, bigint[]) FROM PUBL
 REVOKE ALL ON FUNCTION aion_wake.park_many(text[], interval, bigint[], int, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION aion_wake.dead_letter_many(text[], text, bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION aion_wake.dead_letter_many(text[], text, bigint[], int, interval) FROM PUBLIC;
+
+-- Rates and pauses.  A rate: at most max_starts claims of a topic start in
+-- any window of length per (every row a claim or a hand-off takes is a
+-- start).  A pause: no claim takes a row of the topic before paused_until.
+-- Both written only through set_rate(), pause() and resume(), applied at
+-- commit, read by the worker at start, kept by pg_dump.
+CREATE TABLE aion_wake.rates (
+	topic      text PRIMARY KEY
+		CHECK (topic OPERATOR(pg_catalog.~) '^[A-Za-z0-9_.-]{1,63}$'),
+	max_starts int NOT NULL
+		CHECK (max_starts OPERATOR(pg_catalog.>=) 1
+			   AND max_starts OPERATOR(pg_catalog.<=) 1000000),
+	per        interval NOT NULL
+		CHECK (per OPERATOR(pg_catalog.>=) '1 millisecond'::pg_catalog.interval
+			   AND per OPERATOR(pg_catalog.<=) '1 day'::pg_catalog.interval),
+	updated_at timestamptz NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('aion_wake.rates', '');
+
+CREATE TABLE aion_wake.pauses (
+	topic        text PRIMARY KEY
+		CHECK (topic OPERATOR(pg_catalog.~) '^[A-Za-z0-9_.-]{1,63}$'),
+	paused_until timestamptz NOT NULL,
+	updated_at   timestamptz NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('aion_wake.pauses', '');
+
+CREATE FUNCTION aion_wake.set_rate(topic text, max_starts int, per interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'aw_set_rate'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION aion_wake.pause(topic text, until timestamptz)
+RETURNS void
+AS 'MODULE_PATHNAME', 'aw_pause'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION aion_wake.resume(topic text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'aw_resume'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON aion_wake.rates FROM PUBLIC;
+REVOKE ALL ON aion_wake.pauses FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.set_rate(text, int, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.pause(text, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION aion_wake.resume(text) FROM PUBLIC;
+
+-- The topics view gains the rate (max_starts, per; null when none), the
+-- starts in its window now (reserved ones too), when the next start may
+-- begin (null: now), and paused_until (null when not paused).
+ALTER EXTENSION aion_wake DROP VIEW aion_wake.topics;
+ALTER EXTENSION aion_wake DROP FUNCTION aion_wake.topics_internal();
+DROP VIEW aion_wake.topics;
+DROP FUNCTION aion_wake.topics_internal();
+
+CREATE FUNCTION aion_wake.topics_internal(
+	OUT topic text, OUT parked bigint, OUT unspent_slots bigint,
+	OUT credit bigint, OUT waiters int, OUT pulses bigint, OUT reoffered bigint,
+	OUT max_in_flight int, OUT in_flight int,
+	OUT max_starts int, OUT per interval, OUT window_starts bigint,
+	OUT next_start_at timestamptz, OUT paused_until timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'aw_topics_view'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW aion_wake.topics AS SELECT * FROM aion_wake.topics_internal();
+
+REVOKE ALL ON FUNCTION aion_wake.topics_internal() FROM PUBLIC;
+REVOKE ALL ON aion_wake.topics FROM PUBLIC;

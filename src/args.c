@@ -175,6 +175,16 @@ aw_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name)
 	return us;
 }
 
+/* An interval of us microseconds, for a view (no days, no months). */
+Interval *
+aw_interval_from_us(int64 us)
+{
+	Interval   *iv = palloc0(sizeof(Interval));
+
+	iv->time = us;
+	return iv;
+}
+
 /* An integer argument that must lie in [min, max]. */
 int32
 aw_arg_int_range(FunctionCallInfo fcinfo, int argno, const char *name,

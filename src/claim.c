@@ -297,7 +297,7 @@ aw_claim_open_leases(AwClaim *c)
 
 		if (t->excess > 0)
 			aw_xact_record_released(t->name, t->excess);
-		if (t->reserve != NULL && t->limited)
+		if (t->reserve != NULL && (t->limited || t->reserve->rate_left > 0))
 			aw_limits_return(t->reserve, t->got);
 	}
 }

@@ -42,6 +42,7 @@
 #include "aw_compat.h"
 #include "aw_limits.h"
 #include "aw_plans.h"
+#include "aw_rate_ledger.h"
 #include "aw_pulse_spend.h"
 #include "aw_settings.h"
 #include "aw_waiters.h"
@@ -65,7 +66,8 @@ static bool aw_claim_exit_registered = false;
 /*
  * In a database no worker serves, nobody wakes waiters when a fence passes
  * or a lease ends: a waiter looks up the next fence of its topics itself
- * and sleeps no longer than that, or the next lease end.  Returns
+ * and sleeps no longer than that, the next lease end, or the moment a
+ * topic its rate or pause held back may start rows again.  Returns
  * milliseconds, or LONG_MAX when nothing is ahead.
  */
 static long
@@ -80,7 +82,13 @@ aw_ms_until_next_event(AwClaim *c, TimestampTz now)
 	int			i;
 
 	for (i = 0; i < c->ntopics; i++)
+	{
+		TimestampTz moment = aw_ledger_rate_moment(c->topics[i].name);
+
+		if (moment != 0 && (next == 0 || moment < next))
+			next = moment;
 		names[i] = CStringGetTextDatum(c->topics[i].name);
+	}
 	args[0] = PointerGetDatum(construct_array(names, c->ntopics, TEXTOID, -1, false,
 											  TYPALIGN_INT));
 	args[1] = TimestampTzGetDatum(now);

@@ -132,6 +132,15 @@ aw_topic_used(AwTopic *t)
 	return (int64) t->cap.n_leases + t->cap.reserved + t->cap.untracked - t->cap.handoffs - t->cap.handing;
 }
 
+/* Free slots of a topic: INT64_MAX when it is unlimited. */
+int64
+aw_topic_free_slots(AwTopic *t)
+{
+	if (t->cap.max_in_flight == 0)
+		return PG_INT64_MAX;
+	return Max(0, t->cap.max_in_flight - aw_topic_used(t));
+}
+
 /* Records of the pool a topic holds (see above). */
 static inline int64
 aw_topic_hold(AwTopic *t)
@@ -349,19 +358,33 @@ aw_topic_reserve_handed(AwTopic *t, AwSettledLease *settled, int n)
  * aw_topic_reserve_handed; *handed counts them, moved to the front of
  * settled); the rest are free slots.  Returns the slots reserved, handed
  * ones included (want when the topic is unlimited, and then *limited is
- * false).  Untracked leases whose time has come are released here.
+ * false).  Untracked leases whose time has come are released here.  A
+ * topic with a rate or a pause admits first only the rows that may start
+ * now (rate_ledger.c), and reserves as many starts as slots: *rated is
+ * their number, or -1 when neither holds the topic back; *blocked when
+ * the topic has just become blocked by them, for the worker to time.
  */
 int32
 aw_ledger_reserve(const char *topic, int32 want, AwSettledLease *settled, int n_settled,
-				  int32 *handed, bool *limited)
+				  int32 *handed, bool *limited, int32 *rated, bool *blocked)
 {
 	AwTopic    *t;
-	int32		got = want;
+	int32		got;
 
 	*handed = 0;
 	*limited = false;
+	*rated = -1;
+	*blocked = false;
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
 	t = aw_topic_find(MyDatabaseId, topic, false);
+	/* the rate and the pause first: every row a claim takes is a start */
+	if (t != NULL && (t->rate.max_starts > 0 || t->rate.paused_until != 0))
+	{
+		want = aw_rate_admit(t, want, GetCurrentTimestamp(), blocked);
+		n_settled = Min(n_settled, want);
+		*rated = 0;
+	}
+	got = want;
 	if (t != NULL && t->cap.max_in_flight > 0)
 	{
 		int32		free_got;
@@ -374,8 +397,14 @@ aw_ledger_reserve(const char *topic, int32 want, AwSettledLease *settled, int n_
 									  t->cap.max_in_flight - aw_topic_used(t)));
 		t->cap.reserved += free_got;
 		got = *handed + free_got;
-		aw_topic_update_quiet(t);
 	}
+	if (*rated == 0)
+	{
+		t->rate.reserved += got;
+		*rated = got;
+	}
+	if (t != NULL)
+		aw_topic_update_quiet(t);
 	LWLockRelease(aw_shared->lock);
 	return got;
 }

@@ -73,6 +73,8 @@
 #include "aw_plans.h"
 #include "aw_lease_ledger.h"
 #include "aw_parked_set.h"
+#include "aw_rate_ledger.h"
+#include "aw_rates.h"
 #include "aw_settings.h"
 #include "aw_waiters.h"
 #include "aw_worker_slots.h"
@@ -349,7 +351,9 @@ static bool
 aw_limits_load_step(void *arg)
 {
 	SPI_connect();
-	(void) aw_limits_load_topic((const char *) arg);
+	if (aw_limits_load_topic((const char *) arg) == AW_LOAD_DONE &&
+		OidIsValid(aw_rates_table()))
+		(void) aw_rates_load_topic((const char *) arg);
 	SPI_finish();
 	return false;				/* roll back: keep no lock */
 }
@@ -375,65 +379,101 @@ uint64
 aw_limits_missing(char **topics, int ntopics, uint64 mask, bool served, bool warn)
 {
 	static SPIPlanPtr plan = NULL;
-	static const Oid types[1] = {TEXTARRAYOID};
+	static SPIPlanPtr plan_rates = NULL;
+	static const Oid types[2] = {TEXTARRAYOID, TIMESTAMPTZOID};
 	AwWorkerSlot *slot = served ? aw_worker_slot_for(MyDatabaseId) : NULL;
 	Datum	   *names = palloc(sizeof(Datum) * ntopics);
-	Datum		args[1];
+	Datum		args[2];
 	uint64		missing = 0;
 	uint64		n;
 	uint64		r;
 	int			nq = 0;
 	int			i;
+	bool		rates;
 
 	if (slot != NULL && slot->limits_loaded && slot->limits_table == aw_limits_table())
 		return 0;
+	rates = OidIsValid(aw_rates_table());
 	for (i = 0; i < ntopics; i++)
 	{
 		int32		max_in_flight;
 
 		if ((mask & (UINT64CONST(1) << i)) &&
-			!aw_ledger_topic_limited(topics[i], &max_in_flight))
+			(rates || !aw_ledger_topic_limited(topics[i], &max_in_flight)))
 			names[nq++] = CStringGetTextDatum(topics[i]);
 	}
 	if (nq == 0)
 		return 0;
 	args[0] = PointerGetDatum(construct_array(names, nq, TEXTOID, -1, false, TYPALIGN_INT));
-	n = aw_plan_run(aw_plan_prepare(&plan,
-									"SELECT topic FROM aion_wake.limits "
-									" WHERE topic OPERATOR(pg_catalog.=) ANY ($1)",
-									1, types),
-					args, NULL, SPI_OK_SELECT);
+	args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+	if (rates)
+		n = aw_plan_run(aw_plan_prepare(&plan_rates,
+										"SELECT q.topic, l.topic IS NOT NULL, r.topic IS NOT NULL, "
+										"       COALESCE(p.paused_until, '-infinity'::pg_catalog.timestamptz) "
+										"  FROM pg_catalog.unnest($1) AS q(topic) "
+										"  LEFT JOIN aion_wake.limits l ON l.topic OPERATOR(pg_catalog.=) q.topic "
+										"  LEFT JOIN aion_wake.rates r ON r.topic OPERATOR(pg_catalog.=) q.topic "
+										"  LEFT JOIN aion_wake.pauses p ON p.topic OPERATOR(pg_catalog.=) q.topic "
+										"        AND p.paused_until OPERATOR(pg_catalog.>) $2 "
+										" WHERE l.topic IS NOT NULL OR r.topic IS NOT NULL "
+										"    OR p.topic IS NOT NULL",
+										2, types),
+						args, NULL, SPI_OK_SELECT);
+	else
+		n = aw_plan_run(aw_plan_prepare(&plan,
+										"SELECT topic, true, false, '-infinity'::pg_catalog.timestamptz "
+										"  FROM aion_wake.limits "
+										" WHERE topic OPERATOR(pg_catalog.=) ANY ($1)",
+										1, types),
+						args, NULL, SPI_OK_SELECT);
 	if (n == 0)
 		return 0;
 	{
-		char	  **limited = palloc(sizeof(char *) * n);
+		char	  **held = palloc(sizeof(char *) * n);
+		bool	   *has_limit = palloc(sizeof(bool) * n);
+		bool	   *has_rate = palloc(sizeof(bool) * n);
+		TimestampTz *paused_until = palloc(sizeof(TimestampTz) * n);
 
 		for (r = 0; r < n; r++)
-			limited[r] = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
+		{
+			HeapTuple	tup = SPI_tuptable->vals[r];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			bool		isnull;
+
+			held[r] = SPI_getvalue(tup, desc, 1);
+			has_limit[r] = DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull));
+			has_rate[r] = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
+			paused_until[r] = DatumGetTimestampTz(SPI_getbinval(tup, desc, 4, &isnull));
+		}
 		for (r = 0; r < n; r++)
 		{
 			int32		max_in_flight;
 
 			/* this transaction's own set_limit() counts it at its commit */
-			if (aw_limit_topics_xid == GetTopTransactionIdIfAny() &&
+			if (has_limit[r] && !has_rate[r] &&
+				aw_limit_topics_xid == GetTopTransactionIdIfAny() &&
 				TransactionIdIsValid(aw_limit_topics_xid) &&
-				aw_limit_topic_listed(limited[r]))
+				aw_limit_topic_listed(held[r]))
+				continue;
+			if ((!has_limit[r] || aw_ledger_topic_limited(held[r], &max_in_flight)) &&
+				aw_ledger_rate_loaded(held[r], has_rate[r], paused_until[r]))
 				continue;
 			if (!served)
-				aw_limits_load_detached(limited[r]);
-			if (aw_ledger_topic_limited(limited[r], &max_in_flight))
+				aw_limits_load_detached(held[r]);
+			if ((!has_limit[r] || aw_ledger_topic_limited(held[r], &max_in_flight)) &&
+				aw_ledger_rate_loaded(held[r], has_rate[r], paused_until[r]))
 				continue;
 			for (i = 0; i < ntopics; i++)
 			{
-				if (strcmp(topics[i], limited[r]) == 0)
+				if (strcmp(topics[i], held[r]) == 0)
 					missing |= UINT64CONST(1) << i;
 			}
 			aw_ledger_count_limit_not_loaded();
 			if (warn)
 				ereport(WARNING,
 						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-						 errmsg("the limit of topic \"%s\" is not loaded yet", limited[r]),
-						 errdetail("A claim takes no row of a limited topic until its limit and live leases are in shared memory."),
+						 errmsg("the limit, rate or pause of topic \"%s\" is not loaded yet", held[r]),
+						 errdetail("A claim takes no row of a topic until its limit and live leases, its rate and its pause are in shared memory."),
 						 served ?
 						 errhint("The worker of this database loads it, and retries until it can.") :
 						 errhint("Each claim of the topic retries the load; it waits for no transaction that holds the topic's lock.")));
@@ -621,8 +661,8 @@ aw_limits_topic_limited(const char *topic, int32 *max_in_flight)
  * what is left if the transaction ends first is made before anything is
  * reserved, and the topic's readiness number is read before that.
  * *allow receives the rows the claim may take of the topic (want when it
- * is unlimited, and then *limited is false).  Returns the record, for
- * aw_limits_return.
+ * is unlimited and has no rate or pause, and then *limited is false).
+ * Returns the record, for aw_limits_return.
  */
 AwReserveRecord *
 aw_limits_reserve(const char *topic, int32 want, AwSettledLease *settled, int max_settled,
@@ -630,6 +670,8 @@ aw_limits_reserve(const char *topic, int32 want, AwSettledLease *settled, int ma
 {
 	uint64		ready_gen;
 	AwReserveRecord *rec;
+	int32		rated;
+	bool		blocked;
 	int			n;
 
 	/* before reserving (doc/design.md, Wake rules: 3) */
@@ -641,7 +683,12 @@ aw_limits_reserve(const char *topic, int32 want, AwSettledLease *settled, int ma
 	if (n > 0)					/* allocated first: an error gives them back */
 		rec->handing = MemoryContextAlloc(TopTransactionContext,
 										  sizeof(AwSettledLease) * n);
-	*allow = aw_ledger_reserve(topic, want, settled, n, handed, limited);
+	*allow = aw_ledger_reserve(topic, want, settled, n, handed, limited, &rated, &blocked);
+	if (rated >= 0)
+		rec->rate_left = rated;
+	/* cut short by a rate or a pause: the worker times when it may start */
+	if (blocked)
+		aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
 	if (*handed > 0)
 		memcpy(rec->handing, settled, sizeof(AwSettledLease) * *handed);
 	rec->n_handing = *handed;
@@ -668,8 +715,10 @@ aw_limits_open_leases(const AwLiveLease *leases, const AwSettledLease **preds, i
 }
 
 /*
- * After a claim's attempt: used of the slots rec reserved became leases;
- * the rest go back at once (the handed ones the leases did not take came
+ * After a claim's attempt: used of the rows rec reserved were taken.  Of
+ * a rated topic, they are starts, logged now (after the claim's
+ * statement), and the reserved starts go back.  Of a limited one, they
+ * became leases; the other slots go back at once (the handed ones the leases did not take came
  * first), and if a row of the topic became claimable since the claim read
  * reserved, a blocked claimer (which may have found no slot for it) is
  * woken (doc/design.md, Wake rules: 3).
@@ -677,6 +726,14 @@ aw_limits_open_leases(const AwLiveLease *leases, const AwSettledLease **preds, i
 void
 aw_limits_return(AwReserveRecord *rec, int32 used)
 {
+	if (rec->rate_left > 0)
+	{
+		int32		wake = aw_ledger_rate_return(rec->topic, rec->rate_left, used);
+
+		rec->rate_left = 0;
+		if (wake > 0)
+			aw_waiters_wake(MyDatabaseId, rec->topic, wake);
+	}
 	rec->left -= used;
 	if (rec->left > 0)
 	{
@@ -755,7 +812,11 @@ aw_limits_at_commit_limit(const char *topic, int32 max_in_flight, int32 old_max,
 void
 aw_limits_at_abort_reserve(const AwReserveRecord *rec)
 {
+	int32		wake = aw_ledger_rate_return(rec->topic, rec->rate_left, 0);
+
 	aw_ledger_unreserve(rec->topic, rec->left, rec->handing, rec->n_handing);
+	if (wake > 0)
+		aw_waiters_wake(MyDatabaseId, rec->topic, wake);
 }
 
 /*
@@ -804,7 +865,10 @@ aw_limits_drop_callback(XactEvent event, void *arg)
 			Oid			dbid = lfirst_oid(lc);
 			AwWorkerSlot *slot = aw_worker_slot_for(dbid);
 
+		{
 			aw_ledger_forget_limits(dbid);
+			aw_ledger_forget_rates(dbid);
+		}
 			if (slot != NULL)
 				slot->limits_loaded = false;
 		}

@@ -66,6 +66,7 @@ aw_set_shmem_size(void)
 	size = add_size(size, hash_estimate_size(aw_max_topics, sizeof(AwTopic)));
 	size = add_size(size, MAXALIGN(mul_size(AW_LEASE_RECORDS, sizeof(AwHeapNode *))));
 	size = add_size(size, hash_estimate_size(AW_LEASE_RECORDS, sizeof(AwLease)));
+	size = add_size(size, aw_rate_shmem_size());
 	return size;
 }
 
@@ -94,6 +95,7 @@ aw_set_shmem_init(void)
 		dlist_init(&aw_shared->work);
 		dlist_init(&aw_shared->quiet);
 		dlist_init(&aw_shared->unfenced_age);
+		dlist_init(&aw_shared->rate_blocked);
 		aw_heap_init(&aw_shared->fences,
 					 (AwHeapNode **) ((char *) aw_shared + MAXALIGN(sizeof(AwShared))),
 					 aw_max_parked_rows);
@@ -123,6 +125,8 @@ aw_set_shmem_init(void)
 	aw_leases = aw_shmem_init_hash("aion_wake leases",
 								   AW_LEASE_RECORDS, &info,
 								   HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+
+	aw_rate_shmem_init();
 }
 
 /* Is the set there?  Not when the library was loaded without preloading. */
@@ -160,7 +164,7 @@ aw_topic_update_quiet(AwTopic *t)
 
 	aw_topic_pool_sync(t);
 	quiet = (t->n_entries == 0 && t->slots == 0 && !t->in_work &&
-			 aw_capacity_idle(&t->cap));
+			 aw_capacity_idle(&t->cap) && aw_rate_idle(&t->rate));
 
 	if (quiet == t->quiet)
 		return;
@@ -239,6 +243,7 @@ aw_topic_find(Oid dbid, const char *name, bool create)
 		t->spender_registration = 0;
 		t->spender_hand = 0;
 		aw_capacity_init(&t->cap);
+		aw_rate_init(&t->rate);
 		aw_topic_update_quiet(t);
 	}
 	return t;

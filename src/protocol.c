@@ -182,6 +182,9 @@ aw_take_confirmed(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* columns of aion_wake.status_internal(): 28 in the 1.2 schema */
+#define AW_STATUS_MAX_NATTS 28
+
 /*
  * aion_wake.status: one row of counters.  Reads counters only; never scans
  * the set.
@@ -190,8 +193,8 @@ Datum
 aw_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[26];
-	bool		nulls[26];
+	Datum		values[AW_STATUS_MAX_NATTS];
+	bool		nulls[AW_STATUS_MAX_NATTS];
 	AwCounters	c;
 	AwWorkerSlot *slot;
 	int			pid = 0;
@@ -205,6 +208,9 @@ aw_status(PG_FUNCTION_ARGS)
 	aw_require_loaded();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	if (tupdesc->natts > AW_STATUS_MAX_NATTS)
+		elog(ERROR, "aion_wake.status_internal() has %d columns, more than %d",
+			 tupdesc->natts, AW_STATUS_MAX_NATTS);
 	memset(nulls, 0, sizeof(nulls));
 	listen_error[0] = '\0';
 	dbname = get_database_name(MyDatabaseId);
@@ -265,9 +271,15 @@ aw_status(PG_FUNCTION_ARGS)
 		values[i++] = Int32GetDatum(aw_max_leases);
 		values[i++] = Int64GetDatum(aw_ledger_lease_count());
 	}
-	/* claims that found a limit not loaded yet: a column the next schema adds */
+	/* the 1.2 schema's: claims that found a limit, rate or pause not loaded
+	 * yet, and claims that a rate or a pause cut short */
 	if (tupdesc->natts > i)
 		values[i++] = Int64GetDatum((int64) c.limits_not_loaded);
+	if (tupdesc->natts > i)
+	{
+		values[i++] = Int64GetDatum((int64) c.claims_rate_delayed);
+		values[i++] = Int64GetDatum((int64) c.claims_paused);
+	}
 	if (i != tupdesc->natts)
 		elog(ERROR, "aion_wake.status_internal() has %d columns, not %d",
 			 tupdesc->natts, i);
@@ -330,9 +342,10 @@ aw_topics_view(PG_FUNCTION_ARGS)
 	for (i = 0; i < n; i++)
 	{
 		AwTopicRow *r = &rows[i];
-		Datum		values[9];
-		bool		nulls[9] = {false, false, false, false, false, false, false, false, false};
+		Datum		values[14];
+		bool		nulls[14];
 
+		memset(nulls, 0, sizeof(nulls));
 		values[0] = CStringGetTextDatum(r->name);
 		values[1] = Int64GetDatum(r->parked);
 		values[2] = Int64GetDatum(r->unspent_slots);
@@ -345,6 +358,17 @@ aw_topics_view(PG_FUNCTION_ARGS)
 		nulls[7] = (r->max_in_flight == 0);
 		values[8] = Int32GetDatum(r->in_flight);
 		nulls[8] = (r->max_in_flight == 0);
+		/* the 1.2 schema's: the rate (null when none) and the pause */
+		values[9] = Int32GetDatum(r->rate.max_starts);
+		nulls[9] = (r->rate.max_starts == 0);
+		values[10] = IntervalPGetDatum(aw_interval_from_us(r->rate.per));
+		nulls[10] = (r->rate.max_starts == 0);
+		values[11] = Int64GetDatum(r->rate.window_starts);
+		nulls[11] = (r->rate.max_starts == 0);
+		values[12] = TimestampTzGetDatum(r->rate.next_start_at);
+		nulls[12] = (r->rate.next_start_at == 0);
+		values[13] = TimestampTzGetDatum(r->rate.paused_until);
+		nulls[13] = (r->rate.paused_until == 0);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -108,6 +108,7 @@ aw_set_copy_topics(int *n)
 				r->reoffered = (int64) Min(t->reoffered, (uint64) PG_INT64_MAX);
 				r->max_in_flight = t->cap.max_in_flight;
 				r->in_flight = aw_capacity_in_flight(&t->cap);
+				aw_rate_copy(t, &r->rate, now);
 				count++;
 			}
 		}

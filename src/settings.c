@@ -27,6 +27,7 @@ char	   *aw_database_list = NULL;
 int			aw_max_parked_rows = 65536;
 int			aw_max_topics = 1024;
 int			aw_max_leases = 16384;
+int			aw_max_rates = 256;
 int			aw_unfenced_max_age_ms = 600000;
 int			aw_pulse_credit_ms = 250;
 int			aw_max_wait_ms = 60000;
@@ -74,6 +75,15 @@ aw_define_settings(void)
 							"The sum of every topic's max_in_flight may not exceed it; the pool has three lease records per slot.",
 							&aw_max_leases,
 							16384, 16, 16 * 1024 * 1024,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("aion_wake.max_rates",
+							"Topics that may have a rate at once, cluster-wide.",
+							"Each holds a log of its recent starts in shared memory (about 6 kB).",
+							&aw_max_rates,
+							256, 1, 65536,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);

@@ -53,6 +53,7 @@
 #include "aw_pulse_parse.h"
 #include "aw_reoffer.h"
 #include "aw_limits.h"
+#include "aw_rates.h"
 #include "aw_plans.h"
 #include "aw_lease_ledger.h"
 #include "aw_parked_set.h"
@@ -338,11 +339,13 @@ static bool
 aw_worker_load_limits(void)
 {
 	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plan_rates = NULL;
 	MemoryContext cxt = CurrentMemoryContext;
 	List	   *topics = NIL;
 	ListCell   *lc;
 	Oid			table = InvalidOid;
 	bool		all = true;
+	bool		rates = false;
 
 	aw_begin("aion_wake: loading limits");
 	if (aw_extension_lock() && aw_schema_version() >= 11)
@@ -351,10 +354,19 @@ aw_worker_load_limits(void)
 		uint64		i;
 
 		table = aw_limits_table();
-		n = aw_plan_run(aw_plan_prepare(&plan,
-										"SELECT topic FROM aion_wake.limits ORDER BY topic",
-										0, NULL),
-						NULL, NULL, SPI_OK_SELECT);
+		rates = OidIsValid(aw_rates_table());
+		if (rates)
+			n = aw_plan_run(aw_plan_prepare(&plan_rates,
+											"SELECT topic FROM aion_wake.limits UNION "
+											"SELECT topic FROM aion_wake.rates UNION "
+											"SELECT topic FROM aion_wake.pauses ORDER BY topic",
+											0, NULL),
+							NULL, NULL, SPI_OK_SELECT);
+		else
+			n = aw_plan_run(aw_plan_prepare(&plan,
+											"SELECT topic FROM aion_wake.limits ORDER BY topic",
+											0, NULL),
+							NULL, NULL, SPI_OK_SELECT);
 		for (i = 0; i < n; i++)
 		{
 			MemoryContext old = MemoryContextSwitchTo(cxt);
@@ -373,7 +385,11 @@ aw_worker_load_limits(void)
 
 		aw_begin("aion_wake: loading a limit");
 		if (aw_extension_lock())
+		{
 			r = aw_limits_load_topic((char *) lfirst(lc));
+			if (r == AW_LOAD_DONE && rates && !aw_rates_load_topic((char *) lfirst(lc)))
+				r = AW_LOAD_FULL;
+		}
 		aw_end();
 		MemoryContextSwitchTo(cxt);
 		if (r != AW_LOAD_DONE)
@@ -385,7 +401,7 @@ aw_worker_load_limits(void)
 								(char *) lfirst(lc), aw_slot->dbname),
 						 errdetail(r == AW_LOAD_BUSY ?
 								   "Another transaction holds the topic's lock." :
-								   "The topic table or the lease pool has no room for it."),
+								   "The topic table, the lease pool or the pool of rates has no room for it."),
 						 errhint("Claims of the topic take nothing until it is loaded; the worker retries every %d ms.",
 								 AW_LIMITS_RETRY_MS)));
 		}
@@ -696,8 +712,10 @@ aw_worker_leave_if_asked(void)
  * When the worker must look again although nothing wakes it: the next
  * fence to expire or to wake waiters at, the next retry of a locked row,
  * the next lease to end, the listener's next look (its next attempt to
- * connect).  Leases whose end has passed are released here, each waking
- * one blocked claimer.  Returns 0 for none.
+ * connect), the next moment a topic a rate or a pause held back may start
+ * rows.  Leases whose end has passed are released here, each waking one
+ * blocked claimer, and so are the claimers of those topics that may start
+ * rows now, one per start.  Returns 0 for none.
  */
 static TimestampTz
 aw_worker_next_deadline(TimestampTz now)
@@ -706,6 +724,7 @@ aw_worker_next_deadline(TimestampTz now)
 	TimestampTz fence = aw_waiters_next_fence();
 	TimestampTz retry = aw_set_next_retry();
 	TimestampTz lease_end = aw_limits_expire(now);
+	TimestampTz rate = aw_rates_wake(now);
 	TimestampTz listener = aw_listener_next_deadline(now);
 
 	if (fence != 0 && (next == 0 || fence < next))
@@ -714,6 +733,8 @@ aw_worker_next_deadline(TimestampTz now)
 		next = retry;
 	if (lease_end != 0 && (next == 0 || lease_end < next))
 		next = lease_end;
+	if (rate != 0 && (next == 0 || rate < next))
+		next = rate;
 	if (aw_limits_retry_at != 0 && !aw_slot->limits_loaded &&
 		(next == 0 || aw_limits_retry_at < next))
 		next = aw_limits_retry_at;

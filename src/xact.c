@@ -46,6 +46,7 @@
 #include "utils/timestamp.h"
 
 #include "aw_limits.h"
+#include "aw_rates.h"
 #include "aw_prepared.h"
 #include "aw_waiters.h"
 #include "aw_xact.h"
@@ -59,7 +60,8 @@ typedef enum AwRecordKind
 	AW_REC_RESERVE,
 	AW_REC_LEASES,
 	AW_REC_SETTLE,
-	AW_REC_LIMIT
+	AW_REC_LIMIT,
+	AW_REC_RATE
 } AwRecordKind;
 
 typedef struct AwRecord
@@ -67,7 +69,8 @@ typedef struct AwRecord
 	dlist_node	node;
 	AwRecordKind kind;
 	dlist_node	settled_node;	/* SETTLE that marked its lease: in its
-								 * topic's list; LIMIT: in aw_limit_records */
+								 * topic's list; LIMIT, RATE: in
+								 * aw_limit_records */
 	AwParkRecord park;			/* PARK */
 	uint64		generation;		/* FORGET: the entry's */
 	AwRound *batch;			/* TAKE */
@@ -81,13 +84,15 @@ typedef struct AwRecord
 	AwLeaseState prev;			/* SETTLE, marked: the state to restore */
 	int32		pulses_repeated;	/* SETTLE, marked: repeats that pulse */
 	struct AwRecord *first;		/* SETTLE, a repeat: the settle it repeats;
-								 * LIMIT: the topic's set_limit() before */
+								 * LIMIT, RATE: the topic's call of that
+								 * kind before */
 	TimestampTz old_fence;		/* SETTLE */
-	bool		superseded;		/* LIMIT: a later one of its topic counts */
+	bool		superseded;		/* LIMIT, RATE: a later one of its topic counts */
 	int32		max_in_flight;	/* LIMIT */
 	AwLimitRecord limit;		/* LIMIT */
 	aw_recount_fn recount;		/* LIMIT */
-	char		topic[AW_TOPIC_MAXLEN + 1]; /* SETTLE, LIMIT */
+	AwRateSetting rate;			/* RATE */
+	char		topic[AW_TOPIC_MAXLEN + 1]; /* SETTLE, LIMIT, RATE */
 	char		key[AW_KEY_MAXLEN + 1]; /* PARK, FORGET, SETTLE */
 } AwRecord;
 
@@ -137,7 +142,7 @@ static AwLevel *aw_level = NULL;
 /* topic -> AwSettledList; made on the transaction's first limited settle */
 static HTAB *aw_settled = NULL;
 
-/* the transaction's set_limit() calls, newest last */
+/* the transaction's set_limit(), set_rate(), pause() and resume() calls, newest last */
 static dlist_head aw_limit_records = DLIST_STATIC_INIT(aw_limit_records);
 static bool aw_callbacks_registered = false;
 
@@ -336,7 +341,7 @@ aw_xact_record_limit(const char *topic, int32 max_in_flight, AwLiveLease *leases
 	{
 		AwRecord   *p = dlist_container(AwRecord, settled_node, iter.cur);
 
-		if (strcmp(p->topic, topic) == 0)
+		if (p->kind == AW_REC_LIMIT && strcmp(p->topic, topic) == 0)
 		{
 			p->superseded = true;
 			r->first = p;
@@ -345,6 +350,37 @@ aw_xact_record_limit(const char *topic, int32 max_in_flight, AwLiveLease *leases
 	}
 	dlist_push_tail(&aw_limit_records, &r->settled_node);
 	return &r->limit;
+}
+
+/*
+ * A set_rate(), or a pause() or resume(), of a topic: as set_limit(), only
+ * the last one of each kind of a topic in the transaction applies at
+ * commit, and one rolled back to a savepoint gives the one before its say
+ * again.
+ */
+AwRateSetting *
+aw_xact_record_rate(const char *topic, const AwRateSetting *s)
+{
+	AwRecord   *r = aw_new_record(AW_REC_RATE, NULL);
+	dlist_iter	iter;
+
+	strlcpy(r->topic, topic, sizeof(r->topic));
+	r->rate = *s;
+	r->rate.promised = false;
+	dlist_reverse_foreach(iter, &aw_limit_records)
+	{
+		AwRecord   *p = dlist_container(AwRecord, settled_node, iter.cur);
+
+		if (p->kind == AW_REC_RATE && p->rate.pause == s->pause &&
+			strcmp(p->topic, topic) == 0)
+		{
+			p->superseded = true;
+			r->first = p;
+			break;
+		}
+	}
+	dlist_push_tail(&aw_limit_records, &r->settled_node);
+	return &r->rate;
 }
 
 /*
@@ -565,6 +601,13 @@ aw_level_undo(AwLevel *l)
 					aw_limits_at_abort_limit(r->topic, r->max_in_flight, r->limit.old_max,
 											 r->leases, r->n_leases);
 				break;
+			case AW_REC_RATE:
+				dlist_delete(&r->settled_node);
+				if (r->first != NULL)
+					r->first->superseded = false;
+				if (r->rate.promised)
+					aw_rates_at_end(r->topic, &r->rate, false);
+				break;
 			case AW_REC_FORGET:
 				break;
 		}
@@ -629,6 +672,11 @@ aw_level_commit(AwLevel *l)
 				if (r->limit.promised)
 					aw_limits_at_commit_limit(r->topic, r->max_in_flight, r->limit.old_max,
 											  r->leases, r->n_leases, !r->superseded);
+				break;
+			case AW_REC_RATE:
+				/* only the topic's last call of its kind applies */
+				if (r->rate.promised)
+					aw_rates_at_end(r->topic, &r->rate, !r->superseded);
 				break;
 			case AW_REC_TAKE:
 			case AW_REC_RESERVE:
@@ -716,6 +764,7 @@ aw_holds_unpreparable_work(void)
 				case AW_REC_PARK:
 				case AW_REC_LEASES:
 				case AW_REC_LIMIT:
+				case AW_REC_RATE:
 					return AW_HELD_WORK;
 				case AW_REC_TAKE:
 					if (r->batch->n > 0)
@@ -878,7 +927,7 @@ aw_xact_callback(XactEvent event, void *arg)
 			if (held != AW_HELD_NONE)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot PREPARE a transaction that has called aion_wake.park(), aion_wake.pulse(), aion_wake.reoffer() or aion_wake.set_limit(), or claimed or settled a row of a limited topic"),
+						 errmsg("cannot PREPARE a transaction that has called aion_wake.park(), aion_wake.pulse(), aion_wake.reoffer(), aion_wake.set_limit(), aion_wake.set_rate(), aion_wake.pause() or aion_wake.resume(), or claimed or settled a row of a limited topic"),
 						 errdetail("COMMIT PREPARED runs in another session, which cannot settle what aion_wake holds in shared memory for this transaction."),
 						 errhint("Do that work in a transaction of its own.")));
 			break;

@@ -3,7 +3,8 @@
 # test/unit/run.sh
 #	  Unit-test the pure parts of aion_wake, the files that include no
 #	  PostgreSQL header and so compile standalone: the capacity pulse parser
-#	  (src/pulse_parse.c) and the fence heap (src/fence_heap.c).
+#	  (src/pulse_parse.c), the fence heap (src/fence_heap.c) and the log
+#	  of a rated topic's recent starts (src/rate_window.c).
 #
 #	  Usage: bash test/unit/run.sh
 #
@@ -50,6 +51,7 @@ unit()
 
 unit pulse_parse pulse_parse.c
 unit fence_heap fence_heap.c
+unit rate_window rate_window.c
 
 echo "unit: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
