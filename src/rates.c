@@ -275,7 +275,8 @@ aw_rates_load_topic(const char *topic)
 	args[0] = CStringGetTextDatum(topic);
 	(void) aw_plan_run_latest(aw_plan_prepare(&plan,
 											  "SELECT r.max_starts, "
-											  "       (pg_catalog.extract(epoch FROM r.per) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8, "
+											  "       (pg_catalog.date_part('epoch', r.per) OPERATOR(pg_catalog.*) "
+											  "        1000000::pg_catalog.float8)::pg_catalog.int8, "
 											  "       p.paused_until "
 											  "  FROM (SELECT $1 AS topic) t "
 											  "  LEFT JOIN aion_wake.rates r ON r.topic OPERATOR(pg_catalog.=) t.topic "

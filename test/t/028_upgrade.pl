@@ -217,8 +217,8 @@ is(up($parked_sql), $parked1, '(d) the parks are still in the set');
 is(up($limits_sql), $limits1, '(d) the limits and their leases are kept');
 is(up(q{SELECT worker_pid FROM aion_wake.status}), $worker,
 	'(d) the same worker serves the 1.2 schema');
-like(up($status_cols), qr/,leases,limits_not_loaded$/,
-	'(d) the status view ends with limits_not_loaded');
+like(up($status_cols), qr/,leases,limits_not_loaded,claims_rate_delayed,claims_paused$/,
+	'(d) the status view ends with limits_not_loaded, claims_rate_delayed and claims_paused');
 is(up(q{SELECT limits_not_loaded >= 0 FROM aion_wake.status}), 't', '(d) and fills it');
 is($old->query_safe(q{SELECT limits_not_loaded >= 0 FROM aion_wake.status}),
 	't', '(d) a session that used 1.1 before the update reads it too');
