@@ -10,7 +10,7 @@ CREATE ROLE aw_app LOGIN;
 GRANT USAGE ON SCHEMA aion_wake TO aw_app;
 GRANT SELECT, INSERT, UPDATE, DELETE ON aion_wake.outbox TO aw_app;
 GRANT SELECT, INSERT, UPDATE ON aion_wake.dead_letters TO aw_app;
-GRANT SELECT ON aion_wake.limits TO aw_app;
+GRANT SELECT ON aion_wake.limits, aion_wake.rates, aion_wake.pauses TO aw_app;
 GRANT USAGE ON SEQUENCE aion_wake.lease_token_seq TO aw_app;
 GRANT EXECUTE ON FUNCTION
 	aion_wake.enqueue(text, jsonb, text, interval),
@@ -34,6 +34,9 @@ GRANT EXECUTE ON FUNCTION
 	aion_wake.dead_letter_many(text[], text, bigint[], int, interval),
 	aion_wake.pulse(text, int)
 	TO aw_app;
+-- and for the 429 wiring (pause on Retry-After)
+GRANT INSERT, UPDATE, DELETE ON aion_wake.pauses TO aw_app;
+GRANT EXECUTE ON FUNCTION aion_wake.pause(text, timestamptz), aion_wake.resume(text) TO aw_app;
 
 -- which functions can PUBLIC execute?
 SELECT p.proname
@@ -110,6 +113,25 @@ SELECT aion_wake.dead_letter_many(ARRAY['sb3'],  'r',
                                           WHERE dispatch_key = 'sb3')]) AS dead;
 RESET ROLE;
 SELECT aion_wake.set_limit('seclim', NULL);
+
+-- the 1.2 rates and pauses, as the application role: it claims within a
+-- rate, and pauses and resumes a topic (the 429 wiring); set_rate is an
+-- operator's
+SELECT aion_wake.set_rate('secr', 2, '1 hour');
+SET ROLE aw_app;
+SELECT aion_wake.set_rate('secr', 5, '1 hour');
+SELECT count(aion_wake.enqueue('sr' || g, '{}', 'secr')) FROM generate_series(1, 4) g;
+SELECT dispatch_key FROM aion_wake.claim('secr', 1);
+BEGIN;
+SELECT aion_wake.park('sr1', '1 hour');
+SELECT aion_wake.pause('secr', clock_timestamp() + interval '1 hour');
+COMMIT;
+SELECT count(*) AS paused FROM aion_wake.claim('secr', 2);
+SELECT aion_wake.resume('secr');
+SELECT count(*) AS within_the_rate FROM aion_wake.claim('secr', 3);
+RESET ROLE;
+SELECT aion_wake.set_rate('secr', NULL);
+DELETE FROM aion_wake.outbox WHERE topic = 'secr';
 
 -- search_path: an operator and functions planted ahead of pg_catalog
 CREATE SCHEMA evil;
