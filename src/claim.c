@@ -387,8 +387,6 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		mask &= ~c->missing;
 	}
 
-	now = GetCurrentTimestamp();
-	c->lease_end = aw_clock_plus(now, c->lease);
 	c->claimed = 0;
 	c->nleases = 0;
 	if (aw_claim_reserve(c, mask, limits) == 0)
@@ -396,6 +394,16 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		aw_claim_open_leases(c);
 		return 0;
 	}
+
+	/*
+	 * The attempt's clock -- what is visible, and where its leases start --
+	 * is read after the reservation: a rate admitted the starts at a clock
+	 * no later than this, and logs them at one no earlier than the
+	 * statement, so every window of length per measured on the leases'
+	 * starts holds no more than the rate (doc/design.md, Rates and pauses).
+	 */
+	now = GetCurrentTimestamp();
+	c->lease_end = aw_clock_plus(now, c->lease);
 	c->leases_room = Min(c->max_rows, 64);
 	c->leases = palloc(sizeof(AwLiveLease) * c->leases_room);
 
