@@ -472,7 +472,9 @@ aw_limits_missing(char **topics, int ntopics, uint64 mask, bool served, bool war
 			if (warn)
 				ereport(WARNING,
 						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-						 errmsg("the limit, rate or pause of topic \"%s\" is not loaded yet", held[r]),
+						 has_limit[r] && !aw_ledger_topic_limited(held[r], &max_in_flight) ?
+						 errmsg("the limit of topic \"%s\" is not loaded yet", held[r]) :
+						 errmsg("the rate or pause of topic \"%s\" is not loaded yet", held[r]),
 						 errdetail("A claim takes no row of a topic until its limit and live leases, its rate and its pause are in shared memory."),
 						 served ?
 						 errhint("The worker of this database loads it, and retries until it can.") :

@@ -20,8 +20,10 @@
 #       takes leases that count;
 #   (d) ALTER EXTENSION aion_wake UPDATE takes it on to 1.2: every row and
 #       park kept, the limits and their leases too, the same worker, the
-#       status view's 1.2 column; a database created at 1.1 updates to 1.2
-#       the same way;
+#       status view's 1.2 columns; a database created at 1.1 updates to 1.2
+#       the same way, and one created at 1.0, with rows leased, parked and
+#       dead-lettered, updates to 1.2 in one ALTER EXTENSION, keeping them,
+#       and takes a rate and a pause at once;
 #   (e) both updated schemas equal a fresh 1.2 install: pg_dump
 #       --schema-only of both databases, plain and --binary-upgrade (which
 #       dumps the extension's own objects one by one), and the columns of
@@ -49,11 +51,12 @@ use AionWake::Test;
 my $prompt = 0.2;
 
 # statement_timeout: a statement that hangs fails its test, not the run
-my $node = aw_node('upgrade', databases => 'up, up11', create => 0,
+my $node = aw_node('upgrade', databases => 'up, up11, up10', create => 0,
 	conf => "statement_timeout = '90s'\n");
 $node->safe_psql('postgres', 'CREATE DATABASE up');
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('postgres', 'CREATE DATABASE up11');
+$node->safe_psql('postgres', 'CREATE DATABASE up10');
 
 sub up
 {
@@ -239,6 +242,34 @@ SELECT max_in_flight || '/' || in_flight FROM aion_wake.topics WHERE topic = 'x'
 is($node->safe_psql('up11', "SELECT aion_wake.complete('a', $tok11)"),
 	't', '(d) and the lease taken under 1.1 settles under 1.2');
 
+# 1.0 -> 1.2 in one step
+sub up10
+{
+	return $node->safe_psql('up10', $_[0]);
+}
+up10(q{CREATE EXTENSION aion_wake VERSION '1.0'});
+up10(q{
+SELECT aion_wake.enqueue('k' || g, '{}', 't10') FROM generate_series(1, 6) g;
+SELECT count(*) FROM aion_wake.claim('t10', 2, '1 hour');
+SELECT aion_wake.park('k1', '1 hour');
+SELECT aion_wake.dead_letter('k2', 'gone');});
+my $rows10_sql = q{
+SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s', dispatch_key, topic, attempt, visible_after,
+       lease_token, parked_at, last_error), E'\n' ORDER BY dispatch_key)
+  FROM aion_wake.outbox};
+my $dead10_sql = q{SELECT string_agg(dispatch_key || '|' || reason, ',') FROM aion_wake.dead_letters};
+my ($rows10, $dead10) = (up10($rows10_sql), up10($dead10_sql));
+up10('ALTER EXTENSION aion_wake UPDATE');
+is(up10(q{SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'}),
+	'1.2', '(d) a database at 1.0 updates to 1.2 in one step');
+is(up10($rows10_sql), $rows10, '(d) keeping every row, the leased and the parked one too');
+is(up10($dead10_sql), $dead10, '(d) and the dead letter');
+up10(q{SELECT aion_wake.set_rate('t10', 1, '1 hour')});
+is(up10(q{SELECT count(*) FROM aion_wake.claim('t10', 3)}), '1',
+	'(d) a rate set after it holds claims at once');
+up10(q{SELECT aion_wake.pause('t10', clock_timestamp() + interval '1 hour'), aion_wake.set_rate('t10', NULL)});
+is(up10(q{SELECT count(*) FROM aion_wake.claim('t10', 3)}), '0', '(d) and so does a pause');
+
 # -- (e) the same schema as a fresh install -------------------------------
 $node->safe_psql('fresh', 'CREATE EXTENSION aion_wake');
 is($node->safe_psql('fresh', q{SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'}),
@@ -257,6 +288,7 @@ is(up($columns_sql), $node->safe_psql('fresh', $columns_sql),
 	'(e) every table and view has the same columns, in the same order');
 is($node->safe_psql('up11', $columns_sql), $node->safe_psql('fresh', $columns_sql),
 	'(e) from 1.1 too');
+is(up10($columns_sql), $node->safe_psql('fresh', $columns_sql), '(e) and from 1.0 in one step');
 like(up($columns_sql), qr/^outbox\.10: leased_until /m, '(e) leased_until is the last column of outbox');
 like(up($columns_sql), qr/^dead_letters\.12: leased_until /m, '(e) and of dead_letters');
 
@@ -291,7 +323,7 @@ sub normalise
 my ($plain_fresh, $bin_fresh) =
   (dump_schema('fresh'), dump_schema('fresh', '--binary-upgrade'));
 my $n_fresh = normalise($bin_fresh, 'fresh');
-for my $db ('up', 'up11')
+for my $db ('up', 'up11', 'up10')
 {
 	my $plain = dump_schema($db);
 	like($plain, qr/CREATE EXTENSION IF NOT EXISTS aion_wake/,
