@@ -1,7 +1,7 @@
 -- test/stress/rated.sql: a dispatcher of the rated topics (G10; setup.sql
--- sets q0 5 per 200 ms, q1 2 per 1 s with a limit of 1, q2 300 per 500 ms).
--- A claim of one of them, of 1-4 rows (q2: 10-320, more than a window
--- admits now and then), half the time blocking up to 1.2 s, by
+-- sets q0 5 per 200 ms, q1 2 per 1 s with a limit of 1, q2 300 per 500 ms,
+-- q3 4 per 3 s).  A claim of one of them, of 1-4 rows (q2: 10-320, more
+-- than a window admits now and then), half the time blocking up to 1.2 s, by
 --   1-70   claim(topic)
 --   71-85  claim(ARRAY[topic, 't1'])
 --   86-100 claim(ARRAY['q2', 'q1', 'q0'])
@@ -24,7 +24,7 @@
 -- deleted was completed by it), and as many new rows are enqueued in the
 -- settled rows' topics as were completed, so that the topics do not run
 -- dry.
-\set q random(0, 2)
+\set q random(0, 3)
 \set f random(1, 100)
 \set m random(1, 4)
 \set lease_ms random(150, 1500)

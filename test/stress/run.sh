@@ -35,6 +35,20 @@
 #                 park, fail, dead_letter or let the lease expire, rolled
 #                 back at random
 #   sample.sql    a sample of aion_wake.topics' in_flight of l0 and l1
+#   rated.sql     a dispatcher of the rated topics q0 (5 starts per 200 ms),
+#                 q1 (2 per 1 s, and a limit of 1), q2 (300 per 500 ms, so
+#                 that a window holds more than 256 starts) and q3 (4 per
+#                 3 s, longer than a restart takes): claims of
+#                 one, of it and t1, or of all three (claim(topics[])),
+#                 blocking or not, 12% rolled back; then a hand-off
+#                 (complete with next_rows, or complete_many with next_rows
+#                 over every row taken), a park with a pulse, or nothing (the
+#                 leases expire); every row a claim or a hand-off returned is
+#                 logged as a start in stress_starts at leased_until - lease,
+#                 and logged again after a ROLLBACK, whose starts count too
+# and, beside pgbench, a controller that every 1-3 s pauses a rated topic
+# for 100-600 ms (sometimes rolled back, sometimes resumed early) and, in
+# the middle of the load, raises q0 to 8 starts per 200 ms.
 # Then it stops the load and checks, from the ledger and the tables:
 #   G2  no pending entry or waiter is left; every committed park that entered
 #       the set is still there, confirmed, at its fence; one pulse per topic
@@ -60,6 +74,16 @@
 #       every lease ended, in_flight is 0 (no slot leaked), and a claim of
 #       each limited topic that has a visible row gets one at once (no
 #       reservation leaked)
+#   G10 from the starts' ledger: no window [t, t + per) of a rated topic
+#       holds more than max_starts starts, rolled-back ones included, each
+#       window judged by the rate in force at its end (q0's rate is only
+#       raised, per unchanged); the largest count in any window and the
+#       rate achieved (starts per second against max_starts / per, for
+#       information) are printed; no start falls in a pause while it was
+#       certainly in force (from the clock after its commit to its end or
+#       the clock before the next call of its topic); and once every window
+#       has passed, a claim of each rated topic takes as many rows as its
+#       rate, limit and visible rows allow (no start or reservation leaked)
 #   and that the worker never restarted and the server log holds no crash,
 #   PANIC, TRAP, FATAL or ERROR.  The status counters are printed.
 # The last line is "stress: mode M: N passed, F failed (seed S)"; exit 1 on
@@ -82,8 +106,11 @@
 #     leases live and transactions open (the clients that were cut off end,
 #     a new pgbench takes over): the limits' counts are rebuilt from
 #     leased_until each time;
-#   * the scripts: limited.sql, enqueue.sql, stale.sql and sample.sql as in
-#     mode one, and
+#   * the scripts: limited.sql, enqueue.sql, stale.sql, sample.sql and
+#     rated.sql as in mode one (with the controller: q0's raise comes
+#     between the two restarts, so that the crash restart loads the raised
+#     rate, each time with a full window, and the windows across both
+#     restarts are checked), and
 #       twice.sql   one lease settled twice in one transaction (fail then
 #                   dead_letter then claim; fail then complete, fail, or
 #                   park then dead_letter with next_rows), rolled back at
@@ -93,7 +120,7 @@
 #                   ROLLBACK TO SAVEPOINT: the first lease is live again and
 #                   its slot held, so a claim of a second row of that topic
 #                   must get nothing while it lasts
-#   then, in each database: G1, G4, G3 and G8 as above (the ledger never
+#   then, in each database: G1, G4, G3, G8 and G10 as above (the ledger never
 #   holds more live leases of a topic than its limit, in_flight returns to
 #   0, no reservation leaked); both workers run at the end; the server log
 #   holds no crash, PANIC, TRAP, FATAL or ERROR outside the two restarts;
@@ -362,6 +389,7 @@ else
 			# sleep paces the load, it waits for nothing)
 			sleep "$secs"
 			skip_from=$(($(wc -l <"$LOG") + 1))
+			stop_at=$(date -u '+%F %T.%N+00')
 			if [ "$part" = 1 ]; then
 				say "restart: pg_ctl restart -m fast"
 				as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -m fast -w -t 60 restart >/dev/null \
@@ -374,6 +402,8 @@ else
 					|| { tail -n 30 "$LOG" >&2; exit 1; }
 			fi
 			LOG_SKIP="$LOG_SKIP $skip_from,$(wc -l <"$LOG")"
+			# for G10's report of the windows across the restarts
+			RESTARTS="${RESTARTS:+$RESTARTS, }('$([ "$part" = 1 ] && echo fast || echo crash)', '$stop_at'::timestamptz, '$(date -u '+%F %T.%N+00')'::timestamptz)"
 		fi
 		set +e
 		for pid in "${pids[@]}"; do
@@ -447,14 +477,15 @@ if [ "$MODE" = one ]; then
 else
 	# The parts a restart ended: their clients end with a lost connection
 	# (or a fast shutdown's termination, with the CONTEXT of the statement
-	# it cut), nothing else.  The last part: no failure at all.
+	# it cut, or on a line of its own when it reached an idle client),
+	# nothing else.  The last part: no failure at all.
 	for DB in $DBS; do
 		for part in 1 2 3; do
 			out=$TMP/pgbench.$DB.$part.out
 			processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
 			failed_tx=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
 			unexpected=$(grep -E 'error|abort|FATAL|ERROR' "$out" \
-				| grep -vE 'aborted in command [0-9]+ query [0-9]+: FATAL:  terminating connection due to administrator command$|aborted in command [0-9]+ \(SQL\) of script [0-9]+; perhaps the backend died while processing$|Run was aborted; the above results are incomplete|server closed the connection unexpectedly|^\s*(This probably means the server terminated abnormally|before or while processing the request)|^CONTEXT:  ' || true)
+				| grep -vE 'aborted in command [0-9]+ query [0-9]+: FATAL:  terminating connection due to administrator command$|aborted in command [0-9]+ \(SQL\) of script [0-9]+; perhaps the backend died while processing$|Run was aborted; the above results are incomplete|^FATAL:  terminating connection due to administrator command$|server closed the connection unexpectedly|^\s*(This probably means the server terminated abnormally|before or while processing the request)|^CONTEXT:  ' || true)
 			if [ "$part" = 3 ]; then
 				if [ "${failed_tx:-x}" = 0 ] && [ "${processed:-0}" -gt 0 ] && ! grep -q 'aborted' "$out"; then
 					ok "load ($DB, part 3): pgbench ran $processed transactions, none failed, no client aborted"
@@ -822,6 +853,24 @@ for DB in $DBS; do
 	          || round(max_starts / extract(epoch FROM per), 1) || '/s ('
 	          || round(100 * n / nullif(span, 0) / (max_starts / extract(epoch FROM per)), 0) || '%)'
 	     FROM s ORDER BY topic, from_at" | sed 's/^/      achieved: /'
+	if [ -n "${RESTARTS:-}" ]; then
+		# around each restart: the starts of each rated topic in the last
+		# per before the server stopped, and when the first start came
+		# after it was up again (the rate is loaded with a full window, so
+		# not before per has passed; the windows across the restart are in
+		# the check below)
+		q "SELECT r.kind || ' restart (' || to_char(r.stop_at, 'HH24:MI:SS.MS') || ' to '
+		          || to_char(r.up_at, 'HH24:MI:SS.MS') || '): '
+		          || string_agg(p.topic || ' ' || (SELECT count(*) FROM stress_starts s WHERE s.topic = p.topic
+		                                            AND s.start_at > r.stop_at - p.per AND s.start_at < r.stop_at)
+		                        || ' in the last ' || round(extract(epoch FROM p.per) * 1000) || ' ms before, the next '
+		                        || coalesce(round(extract(epoch FROM (SELECT min(s.start_at) FROM stress_starts s
+		                                                               WHERE s.topic = p.topic AND s.start_at > r.stop_at)
+		                                                      - r.up_at) * 1000) || ' ms after it was up', 'none'),
+		                        '; ' ORDER BY p.topic)
+		     FROM (VALUES $RESTARTS) r(kind, stop_at, up_at), (SELECT DISTINCT topic, per FROM stress_rates) p
+		    GROUP BY r.kind, r.stop_at, r.up_at ORDER BY r.stop_at" | sed 's/^/      /'
+	fi
 	failed_before=$FAILED
 	check "G10: no window of length per holds more starts of a rated topic than its max_starts (from the ledger, rolled-back starts included)" \
 		"$G10_WINDOWS
@@ -830,7 +879,7 @@ for DB in $DBS; do
 	if [ "$FAILED" -gt "$failed_before" ]; then
 		echo "      why: the first windows over the rate, the starts in each (key, start, how, logged at)"
 		q "$G10_WINDOWS,
-		   over AS (SELECT topic, t, per FROM win WHERE n > max_starts ORDER BY t LIMIT 3)
+		   over AS (SELECT DISTINCT topic, t, per FROM win WHERE n > max_starts ORDER BY t LIMIT 3)
 		   SELECT over.topic, over.t, s.dispatch_key, s.start_at, s.how, s.logged_at
 		     FROM over JOIN stress_starts s ON s.topic = over.topic
 		      AND s.start_at > over.t - over.per AND s.start_at <= over.t

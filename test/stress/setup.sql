@@ -161,6 +161,8 @@ $$;
 --   q1  2 starts per 1 s, and a limit of 1: both must allow
 --   q2  300 starts per 500 ms: more than 256 starts in a window, so that
 --       the log groups its starts (aw_rate_window.h)
+--   q3  4 starts per 3 s: a window longer than mode two's restarts take,
+--       so that windows across them hold starts from both sides
 -- stress_starts is the ledger of starts: one entry per row a claim or a
 -- hand-off returned, at its server time, leased_until - lease (the claim's
 -- clock), written by the script in the claim's own statement, and, when
@@ -198,13 +200,15 @@ SELECT aion_wake.set_rate('q0', 5, '200 ms');
 SELECT aion_wake.set_rate('q1', 2, '1 s');
 SELECT aion_wake.set_limit('q1', 1);
 SELECT aion_wake.set_rate('q2', 300, '500 ms');
+SELECT aion_wake.set_rate('q3', 4, '3 s');
 INSERT INTO stress_rates SELECT topic, max_starts, per, '-infinity' FROM aion_wake.rates;
 -- 200 rows in q0, 60 in q1, 1200 in q2 (its claims take up to 320 rows,
--- whose short leases expire and make them claimable again); a settle in
--- rated.sql enqueues as many new rows as it removed
+-- whose short leases expire and make them claimable again), 60 in q3; a
+-- settle in rated.sql enqueues as many new rows as it removed
 WITH k AS (SELECT nextval('stress_key_seq')::text AS k,
-				  CASE WHEN g <= 200 THEN 'q0' WHEN g <= 260 THEN 'q1' ELSE 'q2' END AS t
-			 FROM generate_series(1, 1460) g),
+				  CASE WHEN g <= 200 THEN 'q0' WHEN g <= 260 THEN 'q1' WHEN g <= 1460 THEN 'q2'
+					   ELSE 'q3' END AS t
+			 FROM generate_series(1, 1520) g),
 	 e AS (SELECT k FROM k WHERE aion_wake.enqueue(k, '{}', t))
 INSERT INTO stress_log (dispatch_key, op) SELECT k, 'enqueue' FROM e;
 -- the controller's pause (run.sh): pause the topic for ms milliseconds,
