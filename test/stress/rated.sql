@@ -10,10 +10,11 @@
 --   1-30   complete(first row, next_rows 1-4): the single-row hand-off
 --   31-50  complete_many(every row, next_rows 1-4 (q2: up to 320)): the
 --          batch hand-off
---   51-60  park the first row (back-off 0-2 s, or 1 hour), with a pulse
---          of its topic (q0, q2) half the time: a claimer may spend it on
---          the parked row (a claiming round spending a pulse)
---   61-100 nothing: the leases expire and the rows are claimable again
+--   51-65  park the first row (back-off 0-2 s, or 1 hour), with a pulse
+--          of its topic (q0, q2, q3: not the limited q1) 70% of the time:
+--          a claimer blocked on the topic spends it on a parked row (a
+--          claiming round spending a pulse), or the worker re-offers one
+--   66-100 nothing: the leases expire and the rows are claimable again
 -- Every row a claim or a hand-off returned is a start: it is logged in
 -- stress_starts by the statement that took it, at leased_until - lease;
 -- when its transaction rolls back that entry goes with it, so the script
@@ -133,7 +134,7 @@ SELECT t, k, tok, s, CASE WHEN :o <= 30 THEN 'handoff' ELSE 'handoff_many' END |
 \else
 COMMIT;
 \endif
-\elif :o <= 60
+\elif :o <= 65
 \set bo_ms random(0, 2000)
 \if :rb <= 30
 \set bo_ms 3600000
@@ -146,9 +147,9 @@ SELECT :kid::text, 'park', :tok
 INSERT INTO stress_log (dispatch_key, op, fence)
 SELECT dispatch_key, 'in_set', fence FROM aion_wake.parked
  WHERE owner_pid = pg_backend_pid() AND state = 'pending';
-\if :p <= 50
+\if :p <= 70
 SELECT aion_wake.pulse(topic, 1) FROM aion_wake.outbox
- WHERE dispatch_key = :kid::text AND topic IN ('q0', 'q2');
+ WHERE dispatch_key = :kid::text AND topic IN ('q0', 'q2', 'q3');
 \endif
 \if :rb <= 10
 ROLLBACK;

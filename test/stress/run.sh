@@ -233,11 +233,15 @@ ctl() {
 	for s in "$@"; do args+=(-c "$s"); done
 	as_pg "$PGBIN/psql" -h "$TMP" -p "$PORT" -d "$db" -X -q -A -t -v ON_ERROR_STOP=1 "${args[@]}"
 }
+# Stopped with TERM at the load's end: it ends then, or when the psql in
+# flight has returned (a call is never cut off by the stop).
 controller() {
 	local end=$1 raise=$2 raised="" db t ms k
+	trap 'kill $! 2>/dev/null; exit 0' TERM
 	RANDOM=$((SEED + 7))
 	while :; do
-		sleep "$((1 + RANDOM % 2)).$((RANDOM % 10))"
+		sleep "$((1 + RANDOM % 2)).$((RANDOM % 10))" &
+		wait $!
 		[ "$(date +%s)" -lt "$end" ] || break
 		if [ "$(date +%s)" -ge "$raise" ]; then
 			for db in $DBS; do
@@ -261,7 +265,8 @@ controller() {
 			"UPDATE stress_pauses SET committed = clock_timestamp() WHERE id = currval('stress_pauses_id_seq')" \
 			&& echo "$(date +%T.%N) $db: $t paused for $ms ms"
 		if [ "$k" -ge 60 ]; then
-			sleep "0.$(printf '%03d' $((ms / 2)))"
+			sleep "0.$(printf '%03d' $((ms / 2)))" &
+			wait $!
 			ctl "$db" "BEGIN" "SELECT stress_resume('$t')" "COMMIT" \
 				"UPDATE stress_pauses SET committed = clock_timestamp() WHERE id = currval('stress_pauses_id_seq')" \
 				&& echo "$(date +%T.%N) $db: $t resumed"
@@ -843,12 +848,16 @@ for DB in $DBS; do
 	                     count(*) FILTER (WHERE st.how LIKE '%rolled_back') AS rolled_back,
 	                     count(*) FILTER (WHERE st.how LIKE 'handoff%') AS handed_off,
 	                     count(*) FILTER (WHERE st.how LIKE 'claim_topics%') AS many_topics,
+	                     count(*) FILTER (WHERE EXISTS (SELECT 1 FROM stress_log l
+	                                                     WHERE l.op = 'row_claim_parked'
+	                                                       AND l.dispatch_key = st.dispatch_key
+	                                                       AND l.lease_token = st.lease_token)) AS from_park,
 	                     extract(epoch FROM max(st.start_at) - min(st.start_at)) AS span
 	                FROM rate JOIN stress_starts st ON st.topic = rate.topic
 	                 AND st.start_at >= rate.from_at AND st.start_at < rate.to_at
 	               GROUP BY 1, 2, 3, 4)
 	   SELECT topic || ': ' || n || ' starts (' || rolled_back || ' rolled back, ' || handed_off || ' by hand-offs, '
-	          || many_topics || ' by claim(topics[])) over ' || round(span, 1) || ' s: '
+	          || many_topics || ' by claim(topics[]), ' || from_park || ' straight from a park, spending a pulse) over ' || round(span, 1) || ' s: '
 	          || round(n / nullif(span, 0), 1) || '/s, the rate allows '
 	          || round(max_starts / extract(epoch FROM per), 1) || '/s ('
 	          || round(100 * n / nullif(span, 0) / (max_starts / extract(epoch FROM per)), 0) || '%)'
