@@ -35,6 +35,20 @@
 #                 park, fail, dead_letter or let the lease expire, rolled
 #                 back at random
 #   sample.sql    a sample of aion_wake.topics' in_flight of l0 and l1
+#   rated.sql     a dispatcher of the rated topics q0 (5 starts per 200 ms),
+#                 q1 (2 per 1 s, and a limit of 1), q2 (300 per 500 ms, so
+#                 that a window holds more than 256 starts) and q3 (4 per
+#                 3 s, longer than a restart takes): claims of
+#                 one, of it and t1, or of all three (claim(topics[])),
+#                 blocking or not, 12% rolled back; then a hand-off
+#                 (complete with next_rows, or complete_many with next_rows
+#                 over every row taken), a park with a pulse, or nothing (the
+#                 leases expire); every row a claim or a hand-off returned is
+#                 logged as a start in stress_starts at leased_until - lease,
+#                 and logged again after a ROLLBACK, whose starts count too
+# and, beside pgbench, a controller that every 1-3 s pauses a rated topic
+# for 100-600 ms (sometimes rolled back, sometimes resumed early) and, in
+# the middle of the load, raises q0 to 8 starts per 200 ms.
 # Then it stops the load and checks, from the ledger and the tables:
 #   G2  no pending entry or waiter is left; every committed park that entered
 #       the set is still there, confirmed, at its fence; one pulse per topic
@@ -60,6 +74,16 @@
 #       every lease ended, in_flight is 0 (no slot leaked), and a claim of
 #       each limited topic that has a visible row gets one at once (no
 #       reservation leaked)
+#   G10 from the starts' ledger: no window [t, t + per) of a rated topic
+#       holds more than max_starts starts, rolled-back ones included, each
+#       window judged by the rate in force at its end (q0's rate is only
+#       raised, per unchanged); the largest count in any window and the
+#       rate achieved (starts per second against max_starts / per, for
+#       information) are printed; no start falls in a pause while it was
+#       certainly in force (from the clock after its commit to its end or
+#       the clock before the next call of its topic); and once every window
+#       has passed, a claim of each rated topic takes as many rows as its
+#       rate, limit and visible rows allow (no start or reservation leaked)
 #   and that the worker never restarted and the server log holds no crash,
 #   PANIC, TRAP, FATAL or ERROR.  The status counters are printed.
 # The last line is "stress: mode M: N passed, F failed (seed S)"; exit 1 on
@@ -82,8 +106,11 @@
 #     leases live and transactions open (the clients that were cut off end,
 #     a new pgbench takes over): the limits' counts are rebuilt from
 #     leased_until each time;
-#   * the scripts: limited.sql, enqueue.sql, stale.sql and sample.sql as in
-#     mode one, and
+#   * the scripts: limited.sql, enqueue.sql, stale.sql, sample.sql and
+#     rated.sql as in mode one (with the controller: q0's raise comes
+#     between the two restarts, so that the crash restart loads the raised
+#     rate, each time with a full window, and the windows across both
+#     restarts are checked), and
 #       twice.sql   one lease settled twice in one transaction (fail then
 #                   dead_letter then claim; fail then complete, fail, or
 #                   park then dead_letter with next_rows), rolled back at
@@ -93,7 +120,7 @@
 #                   ROLLBACK TO SAVEPOINT: the first lease is live again and
 #                   its slot held, so a claim of a second row of that topic
 #                   must get nothing while it lasts
-#   then, in each database: G1, G4, G3 and G8 as above (the ledger never
+#   then, in each database: G1, G4, G3, G8 and G10 as above (the ledger never
 #   holds more live leases of a topic than its limit, in_flight returns to
 #   0, no reservation leaked); both workers run at the end; the server log
 #   holds no crash, PANIC, TRAP, FATAL or ERROR outside the two restarts;
@@ -189,6 +216,64 @@ q() {
 		-v ON_ERROR_STOP=1 -c "$1"
 }
 
+# The rates' controller (G10), in the background during the load: every
+# 1-3 s it pauses a rated topic (q0, q1, q2) of one database for 100-600 ms
+# (10% rolled back; 40% resumed at half time), recording each pause and
+# resume in stress_pauses with the clock before and after its commit; and
+# at RAISE (the load's middle: in mode two, between the two restarts) it
+# raises q0 from 5 to 8 starts per 200 ms in every database, recording the
+# raise in stress_rates in the same transaction.  A call cut off by a
+# restart is left as it is (the raise is tried again).  Its random choices
+# follow SEED.
+# ctl DB SQL...: psql in database DB, one -c per argument, one session
+ctl() {
+	local db=$1 s
+	shift
+	local args=()
+	for s in "$@"; do args+=(-c "$s"); done
+	as_pg "$PGBIN/psql" -h "$TMP" -p "$PORT" -d "$db" -X -q -A -t -v ON_ERROR_STOP=1 "${args[@]}"
+}
+# Stopped with TERM at the load's end: it ends then, or when the psql in
+# flight has returned (a call is never cut off by the stop).
+controller() {
+	local end=$1 raise=$2 raised="" db t ms k
+	trap 'kill $! 2>/dev/null; exit 0' TERM
+	RANDOM=$((SEED + 7))
+	while :; do
+		sleep "$((1 + RANDOM % 2)).$((RANDOM % 10))" &
+		wait $!
+		[ "$(date +%s)" -lt "$end" ] || break
+		if [ "$(date +%s)" -ge "$raise" ]; then
+			for db in $DBS; do
+				[[ " $raised " != *" $db "* ]] || continue
+				if ctl "$db" "BEGIN" "INSERT INTO stress_rates VALUES ('q0', 8, '200 ms', clock_timestamp())" \
+					"SELECT aion_wake.set_rate('q0', 8, '200 ms')" "COMMIT"; then
+					raised="$raised $db"
+					echo "$(date +%T.%N) $db: q0 raised to 8 per 200 ms"
+				fi
+			done
+		fi
+		set -- $DBS
+		shift $((RANDOM % $#))
+		db=$1 t=q$((RANDOM % 3)) ms=$((100 + RANDOM % 500)) k=$((RANDOM % 100))
+		if [ "$k" -lt 10 ]; then
+			ctl "$db" "BEGIN" "SELECT aion_wake.pause('$t', clock_timestamp() + interval '$ms ms')" "ROLLBACK" \
+				&& echo "$(date +%T.%N) $db: $t paused for $ms ms, rolled back"
+			continue
+		fi
+		ctl "$db" "BEGIN" "SELECT stress_pause('$t', $ms)" "COMMIT" \
+			"UPDATE stress_pauses SET committed = clock_timestamp() WHERE id = currval('stress_pauses_id_seq')" \
+			&& echo "$(date +%T.%N) $db: $t paused for $ms ms"
+		if [ "$k" -ge 60 ]; then
+			sleep "0.$(printf '%03d' $((ms / 2)))" &
+			wait $!
+			ctl "$db" "BEGIN" "SELECT stress_resume('$t')" "COMMIT" \
+				"UPDATE stress_pauses SET committed = clock_timestamp() WHERE id = currval('stress_pauses_id_seq')" \
+				&& echo "$(date +%T.%N) $db: $t resumed"
+		fi
+	done >>"$TMP/controller.log" 2>&1
+}
+
 say "stress: mode $MODE, ${DURATION}s, $CLIENTS clients, seed $SEED, cluster in $TMP (port $PORT)"
 as_pg "$PGBIN/initdb" -D "$DATA" -U postgres -A trust --no-sync -E UTF8 --locale=C \
 	>"$TMP/initdb.log" 2>&1 || { cat "$TMP/initdb.log" >&2; exit 1; }
@@ -261,13 +346,18 @@ PGBENCH_OPTS=(-h "$TMP" -p "$PORT" -n -c "$DB_CLIENTS" -j "$DB_CLIENTS"
 	--max-tries=10 --failures-detailed -D skid=0 -D stok=0)
 if [ "$MODE" = one ]; then
 	say "load: pgbench -c $CLIENTS -T $DURATION --random-seed=$SEED"
+	controller $(($(date +%s) + DURATION)) $(($(date +%s) + DURATION / 2)) &
+	CTL_PID=$!
 	set +e
 	as_pg "$PGBIN/pgbench" "${PGBENCH_OPTS[@]}" --random-seed="$SEED" -T "$DURATION" -P 30 \
 		-f "$HERE/dispatch.sql@50" -f "$HERE/enqueue.sql@22" -f "$HERE/pulse.sql@14" \
 		-f "$HERE/batch.sql@6" -f "$HERE/stale.sql@8" -f "$HERE/probe.sql@4" \
 		-f "$HERE/repark.sql@8" -f "$HERE/limited.sql@30" -f "$HERE/sample.sql@6" \
+		-f "$HERE/rated.sql@20" \
 		postgres >"$TMP/pgbench.out" 2>&1
 	PGBENCH_RC=$?
+	kill "$CTL_PID" 2>/dev/null
+	wait "$CTL_PID" 2>/dev/null
 	set -e
 else
 	# Three parts, a pgbench per database in each; a restart ends the first
@@ -278,6 +368,8 @@ else
 	# writes (terminated connections, recovery) are left out of the log
 	# check: LOG_SKIP holds their line ranges.
 	part_start=$(date +%s)
+	controller $((part_start + DURATION)) $((part_start + DURATION / 2)) &
+	CTL_PID=$!
 	for part in 1 2 3; do
 		part_end=$((part_start + DURATION * part / 3))
 		secs=$((part_end - $(date +%s)))
@@ -292,6 +384,7 @@ else
 				-T $((part < 3 ? secs + 60 : secs)) \
 				-f "$HERE/limited.sql@25" -f "$HERE/twice.sql@30" -f "$HERE/retake.sql@20" \
 				-f "$HERE/enqueue.sql@18" -f "$HERE/stale.sql@5" -f "$HERE/sample.sql@4" \
+				-f "$HERE/rated.sql@15" \
 				"$DB" >"$TMP/pgbench.$DB.$part.out" 2>&1 &
 			pids+=($!)
 			dbi=$((dbi + 1))
@@ -301,6 +394,7 @@ else
 			# sleep paces the load, it waits for nothing)
 			sleep "$secs"
 			skip_from=$(($(wc -l <"$LOG") + 1))
+			stop_at=$(date -u '+%F %T.%N+00')
 			if [ "$part" = 1 ]; then
 				say "restart: pg_ctl restart -m fast"
 				as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -m fast -w -t 60 restart >/dev/null \
@@ -313,6 +407,8 @@ else
 					|| { tail -n 30 "$LOG" >&2; exit 1; }
 			fi
 			LOG_SKIP="$LOG_SKIP $skip_from,$(wc -l <"$LOG")"
+			# for G10's report of the windows across the restarts
+			RESTARTS="${RESTARTS:+$RESTARTS, }('$([ "$part" = 1 ] && echo fast || echo crash)', '$stop_at'::timestamptz, '$(date -u '+%F %T.%N+00')'::timestamptz)"
 		fi
 		set +e
 		for pid in "${pids[@]}"; do
@@ -320,6 +416,8 @@ else
 		done
 		set -e
 	done
+	kill "$CTL_PID" 2>/dev/null || true
+	wait "$CTL_PID" 2>/dev/null || true
 	PGBENCH_RC=0
 	DB=${DBS%% *}
 fi
@@ -384,14 +482,15 @@ if [ "$MODE" = one ]; then
 else
 	# The parts a restart ended: their clients end with a lost connection
 	# (or a fast shutdown's termination, with the CONTEXT of the statement
-	# it cut), nothing else.  The last part: no failure at all.
+	# it cut, or on a line of its own when it reached an idle client),
+	# nothing else.  The last part: no failure at all.
 	for DB in $DBS; do
 		for part in 1 2 3; do
 			out=$TMP/pgbench.$DB.$part.out
 			processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
 			failed_tx=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
 			unexpected=$(grep -E 'error|abort|FATAL|ERROR' "$out" \
-				| grep -vE 'aborted in command [0-9]+ query [0-9]+: FATAL:  terminating connection due to administrator command$|aborted in command [0-9]+ \(SQL\) of script [0-9]+; perhaps the backend died while processing$|Run was aborted; the above results are incomplete|server closed the connection unexpectedly|^\s*(This probably means the server terminated abnormally|before or while processing the request)|^CONTEXT:  ' || true)
+				| grep -vE 'aborted in command [0-9]+ query [0-9]+: FATAL:  terminating connection due to administrator command$|aborted in command [0-9]+ \(SQL\) of script [0-9]+; perhaps the backend died while processing$|Run was aborted; the above results are incomplete|^FATAL:  terminating connection due to administrator command$|server closed the connection unexpectedly|^\s*(This probably means the server terminated abnormally|before or while processing the request)|^CONTEXT:  ' || true)
 			if [ "$part" = 3 ]; then
 				if [ "${failed_tx:-x}" = 0 ] && [ "${processed:-0}" -gt 0 ] && ! grep -q 'aborted' "$out"; then
 					ok "load ($DB, part 3): pgbench ran $processed transactions, none failed, no client aborted"
@@ -702,6 +801,132 @@ for DB in $DBS; do
 		        LATERAL (SELECT count(*) AS n FROM aion_wake.claim(lim.topic, 1, '1 s', '0')) c
 		  WHERE c.n <> 1
 		  ORDER BY 1"
+
+	echo "---- G10: never over the rate"
+	# Every start of a rated topic, from stress_starts (rolled-back claims and
+	# hand-offs included), at its server time, leased_until - lease.  A
+	# running count over the starts and the moments they leave the window
+	# (start + per; a start leaves before one begins at the same moment)
+	# gives, at each start t, the starts in the window (t - per, t]; the
+	# largest of these is the largest number in any window of length per
+	# (a window [t, t + per) holding starts holds them all in the window
+	# that ends at its last start).  Each is judged against the rate in
+	# force at its end: rates here are only ever raised (q0, mid-run), with
+	# per unchanged, so that is the highest rate in force during the window.
+	# A raise counts from the clock just before its commit (stress_rates),
+	# which is never later than the moment it applied.
+	G10_WINDOWS="
+	WITH rate AS (SELECT topic, max_starts, per, from_at,
+	                     coalesce(lead(from_at) OVER (PARTITION BY topic ORDER BY from_at), 'infinity') AS to_at
+	                FROM stress_rates),
+	     per AS (SELECT DISTINCT topic, per FROM stress_rates),
+	     ev AS (SELECT s.topic, s.start_at AS t, 1 AS d FROM stress_starts s JOIN per USING (topic)
+	            UNION ALL
+	            SELECT s.topic, s.start_at + per.per, -1 FROM stress_starts s JOIN per USING (topic)),
+	     run AS (SELECT topic, t, d,
+	                    sum(d) OVER (PARTITION BY topic ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS n
+	               FROM ev),
+	     win AS (SELECT run.topic, run.t, run.n, rate.max_starts, rate.per, rate.from_at
+	               FROM run JOIN rate ON rate.topic = run.topic AND run.t >= rate.from_at AND run.t < rate.to_at
+	              WHERE run.d = 1)"
+	q "$G10_WINDOWS,
+	   busiest AS (SELECT topic, from_at, max_starts, per, max(n) AS most,
+	                      count(*) FILTER (WHERE n = max_starts) AS at_rate
+	                 FROM win GROUP BY topic, from_at, max_starts, per)
+	   SELECT b.topic || ' (' || b.max_starts || ' per ' || round(extract(epoch FROM b.per) * 1000) || ' ms'
+	          || CASE WHEN b.from_at > '-infinity' THEN ', from ' || to_char(b.from_at, 'HH24:MI:SS.MS') ELSE '' END
+	          || '): at most ' || b.most || ' starts in any window'
+	          || CASE WHEN b.most > 256 THEN ' (over 256: the grouped log)' ELSE '' END
+	          || ', ' || b.at_rate || ' windows at the rate'
+	     FROM busiest b ORDER BY b.topic, b.from_at" | sed 's/^/      /'
+	# the rate achieved, for information (no timing is asserted): starts per
+	# second over the span of each rate's starts, against max_starts / per
+	q "WITH rate AS (SELECT topic, max_starts, per, from_at,
+	                        coalesce(lead(from_at) OVER (PARTITION BY topic ORDER BY from_at), 'infinity') AS to_at
+	                   FROM stress_rates),
+	        s AS (SELECT rate.topic, rate.max_starts, rate.per, rate.from_at, count(*) AS n,
+	                     count(*) FILTER (WHERE st.how LIKE '%rolled_back') AS rolled_back,
+	                     count(*) FILTER (WHERE st.how LIKE 'handoff%') AS handed_off,
+	                     count(*) FILTER (WHERE st.how LIKE 'claim_topics%') AS many_topics,
+	                     count(*) FILTER (WHERE EXISTS (SELECT 1 FROM stress_log l
+	                                                     WHERE l.op = 'row_claim_parked'
+	                                                       AND l.dispatch_key = st.dispatch_key
+	                                                       AND l.lease_token = st.lease_token)) AS from_park,
+	                     extract(epoch FROM max(st.start_at) - min(st.start_at)) AS span
+	                FROM rate JOIN stress_starts st ON st.topic = rate.topic
+	                 AND st.start_at >= rate.from_at AND st.start_at < rate.to_at
+	               GROUP BY 1, 2, 3, 4)
+	   SELECT topic || ': ' || n || ' starts (' || rolled_back || ' rolled back, ' || handed_off || ' by hand-offs, '
+	          || many_topics || ' by claim(topics[]), ' || from_park || ' straight from a park, spending a pulse) over ' || round(span, 1) || ' s: '
+	          || round(n / nullif(span, 0), 1) || '/s, the rate allows '
+	          || round(max_starts / extract(epoch FROM per), 1) || '/s ('
+	          || round(100 * n / nullif(span, 0) / (max_starts / extract(epoch FROM per)), 0) || '%)'
+	     FROM s ORDER BY topic, from_at" | sed 's/^/      achieved: /'
+	if [ -n "${RESTARTS:-}" ]; then
+		# around each restart: the starts of each rated topic in the last
+		# per before the server stopped, and when the first start came
+		# after it was up again (the rate is loaded with a full window, so
+		# not before per has passed; the windows across the restart are in
+		# the check below)
+		q "SELECT r.kind || ' restart (' || to_char(r.stop_at, 'HH24:MI:SS.MS') || ' to '
+		          || to_char(r.up_at, 'HH24:MI:SS.MS') || '): '
+		          || string_agg(p.topic || ' ' || (SELECT count(*) FROM stress_starts s WHERE s.topic = p.topic
+		                                            AND s.start_at > r.stop_at - p.per AND s.start_at < r.stop_at)
+		                        || ' in the last ' || round(extract(epoch FROM p.per) * 1000) || ' ms before, the next '
+		                        || coalesce(round(extract(epoch FROM (SELECT min(s.start_at) FROM stress_starts s
+		                                                               WHERE s.topic = p.topic AND s.start_at > r.stop_at)
+		                                                      - r.up_at) * 1000) || ' ms after it was up', 'none'),
+		                        '; ' ORDER BY p.topic)
+		     FROM (VALUES $RESTARTS) r(kind, stop_at, up_at), (SELECT DISTINCT topic, per FROM stress_rates) p
+		    GROUP BY r.kind, r.stop_at, r.up_at ORDER BY r.stop_at" | sed 's/^/      /'
+	fi
+	failed_before=$FAILED
+	check "G10: no window of length per holds more starts of a rated topic than its max_starts (from the ledger, rolled-back starts included)" \
+		"$G10_WINDOWS
+		 SELECT topic, t AS window_end, n AS starts, max_starts FROM win
+		  WHERE n > max_starts ORDER BY t LIMIT 15"
+	if [ "$FAILED" -gt "$failed_before" ]; then
+		echo "      why: the first windows over the rate, the starts in each (key, start, how, logged at)"
+		q "$G10_WINDOWS,
+		   over AS (SELECT DISTINCT topic, t, per FROM win WHERE n > max_starts ORDER BY t LIMIT 3)
+		   SELECT over.topic, over.t, s.dispatch_key, s.start_at, s.how, s.logged_at
+		     FROM over JOIN stress_starts s ON s.topic = over.topic
+		      AND s.start_at > over.t - over.per AND s.start_at <= over.t
+		    ORDER BY over.t, s.start_at LIMIT 60" | sed 's/^/        /'
+	fi
+	# A pause is certainly in force from the clock after its commit until
+	# its end or the clock before the next call (pause or resume) of its
+	# topic, whichever is first (the controller makes one call at a time).
+	q "SELECT 'pauses: ' || count(*) FILTER (WHERE until IS NOT NULL) || ' (' || count(*) FILTER (WHERE until IS NOT NULL AND committed IS NULL)
+	          || ' cut off by a restart), ' || count(*) FILTER (WHERE until IS NULL) || ' resumes; claims_paused='
+	          || (SELECT claims_paused FROM aion_wake.status) || ' claims_rate_delayed='
+	          || (SELECT claims_rate_delayed FROM aion_wake.status)
+	     FROM stress_pauses" | sed 's/^/      /'
+	check "G10: no start of a paused topic while its pause was in force" \
+		"WITH p AS (SELECT p.topic, p.committed,
+		                   least(p.until, (SELECT min(n.called) FROM stress_pauses n
+		                                    WHERE n.topic = p.topic AND n.called > p.called)) AS ends
+		              FROM stress_pauses p WHERE p.until IS NOT NULL AND p.committed IS NOT NULL)
+		 SELECT p.topic, p.committed AS paused_from, p.ends AS paused_until, s.dispatch_key, s.start_at, s.how
+		   FROM p JOIN stress_starts s ON s.topic = p.topic AND s.start_at >= p.committed AND s.start_at < p.ends
+		  ORDER BY s.start_at LIMIT 15"
+	# Once every window has passed, no pause is in force and every lease has
+	# ended, each rated topic admits a full window again: a start or a
+	# reservation that was never let go would keep some out.
+	q "SELECT stress_wait('(SELECT coalesce(max(window_starts), 0) = 0 AND bool_and(paused_until IS NULL)
+	                             AND coalesce(sum(in_flight), 0) = 0
+	                        FROM aion_wake.topics WHERE max_starts IS NOT NULL)', '15 s')" >/dev/null
+	check "G10: then a claim of each rated topic takes as many rows as its rate, limit and visible rows allow (no start or reservation leaked)" \
+		"WITH w AS MATERIALIZED (
+		      SELECT t.topic, t.max_starts, t.window_starts, t.in_flight,
+		             least(t.max_starts, coalesce(t.max_in_flight - t.in_flight, t.max_starts),
+		                   (SELECT count(*) FROM aion_wake.outbox o
+		                     WHERE o.topic = t.topic AND o.visible_after <= clock_timestamp())) AS want
+		        FROM aion_wake.topics t WHERE t.max_starts IS NOT NULL)
+		 SELECT w.topic, 'wanted ' || w.want || ', claimed ' || c.n, 'window_starts ' || w.window_starts,
+		        'in_flight ' || w.in_flight
+		   FROM w, LATERAL (SELECT count(*) AS n FROM aion_wake.claim(w.topic, w.max_starts, '1 s')) c
+		  WHERE c.n <> w.want ORDER BY 1"
 
 	echo "---- counters (information)"
 	q "SELECT 'set_full=' || set_full || ' rows_reoffered=' || rows_reoffered

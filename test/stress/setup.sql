@@ -155,3 +155,83 @@ BEGIN
 	END LOOP;
 END
 $$;
+
+-- Rates (G10): three rated topics, fed and claimed by rated.sql.
+--   q0  5 starts per 200 ms (raised to 8 mid-run by run.sh's controller)
+--   q1  2 starts per 1 s, and a limit of 1: both must allow
+--   q2  300 starts per 500 ms: more than 256 starts in a window, so that
+--       the log groups its starts (aw_rate_window.h)
+--   q3  4 starts per 3 s: a window longer than mode two's restarts take,
+--       so that windows across them hold starts from both sides
+-- stress_starts is the ledger of starts: one entry per row a claim or a
+-- hand-off returned, at its server time, leased_until - lease (the claim's
+-- clock), written by the script in the claim's own statement, and, when
+-- its transaction rolled back (the start still counts), again after the
+-- ROLLBACK from the rows the script kept (\gset).  stress_rates holds each
+-- rate and the time from which it is in force (a raise: the clock just
+-- before its commit, so a window is never judged by a rate older than
+-- the one in force); stress_pauses the controller's pauses and resumes
+-- (run.sh), each with the clock just before its commit (called) and just
+-- after it (committed).
+CREATE TABLE stress_starts (
+	id			 bigserial PRIMARY KEY,
+	topic		 text NOT NULL,
+	dispatch_key text NOT NULL,
+	lease_token	 bigint NOT NULL,
+	start_at	 timestamptz NOT NULL,	-- leased_until - lease
+	how			 text NOT NULL,			-- claim, claim_topics, handoff, handoff_many; _rolled_back
+	logged_at	 timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX ON stress_starts (topic, start_at);
+CREATE TABLE stress_rates (
+	topic		 text NOT NULL,
+	max_starts	 int NOT NULL,
+	per			 interval NOT NULL,
+	from_at		 timestamptz NOT NULL
+);
+CREATE TABLE stress_pauses (
+	id			 bigserial PRIMARY KEY,
+	topic		 text NOT NULL,
+	until		 timestamptz,			-- null: a resume
+	called		 timestamptz NOT NULL,	-- before the commit
+	committed	 timestamptz			-- after it (null: not known)
+);
+SELECT aion_wake.set_rate('q0', 5, '200 ms');
+SELECT aion_wake.set_rate('q1', 2, '1 s');
+SELECT aion_wake.set_limit('q1', 1);
+SELECT aion_wake.set_rate('q2', 300, '500 ms');
+SELECT aion_wake.set_rate('q3', 4, '3 s');
+INSERT INTO stress_rates SELECT topic, max_starts, per, '-infinity' FROM aion_wake.rates;
+-- 200 rows in q0, 60 in q1, 1200 in q2 (its claims take up to 320 rows,
+-- whose short leases expire and make them claimable again), 60 in q3; a
+-- settle in rated.sql enqueues as many new rows as it removed
+WITH k AS (SELECT nextval('stress_key_seq')::text AS k,
+				  CASE WHEN g <= 200 THEN 'q0' WHEN g <= 260 THEN 'q1' WHEN g <= 1460 THEN 'q2'
+					   ELSE 'q3' END AS t
+			 FROM generate_series(1, 1520) g),
+	 e AS (SELECT k FROM k WHERE aion_wake.enqueue(k, '{}', t))
+INSERT INTO stress_log (dispatch_key, op) SELECT k, 'enqueue' FROM e;
+-- the controller's pause (run.sh): pause the topic for ms milliseconds,
+-- record it with the clock before the commit; run.sh then commits and
+-- records the clock after it
+CREATE FUNCTION stress_pause(t text, ms int) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+	u timestamptz := clock_timestamp() + make_interval(secs => ms / 1000.0);
+	id bigint;
+BEGIN
+	PERFORM aion_wake.pause(t, u);
+	INSERT INTO stress_pauses (topic, until, called) VALUES (t, u, clock_timestamp()) RETURNING stress_pauses.id INTO id;
+	RETURN id;
+END
+$$;
+CREATE FUNCTION stress_resume(t text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+	id bigint;
+BEGIN
+	PERFORM aion_wake.resume(t);
+	INSERT INTO stress_pauses (topic, until, called) VALUES (t, NULL, clock_timestamp()) RETURNING stress_pauses.id INTO id;
+	RETURN id;
+END
+$$;
