@@ -144,3 +144,103 @@ REVOKE ALL ON FUNCTION aion_wake.park_many(text[], interval, bigint[]) FROM PUBL
 REVOKE ALL ON FUNCTION aion_wake.park_many(text[], interval, bigint[], int, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION aion_wake.dead_letter_many(text[], text, bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION aion_wake.dead_letter_many(text[], text, bigint[], int, interval) FROM PUBLIC;
+
+-- Monitoring
+
+-- The status view gains lost_wakes (blocked claims that took a row
+-- claimable longer than aion_wake.lost_wake_tolerance without a wake):
+-- drop and make it again, the columns above kept in their order.
+ALTER EXTENSION aion_wake DROP VIEW aion_wake.status;
+ALTER EXTENSION aion_wake DROP FUNCTION aion_wake.status_internal();
+DROP VIEW aion_wake.status;
+DROP FUNCTION aion_wake.status_internal();
+
+CREATE FUNCTION aion_wake.status_internal(
+	OUT worker_pid int, OUT worker_database name, OUT served boolean,
+	OUT listening boolean, OUT listen_error text, OUT capacity int,
+	OUT parked_pending bigint, OUT parked_confirmed bigint, OUT waiters int,
+	OUT pulses_received bigint, OUT slots_received bigint,
+	OUT rows_reoffered bigint, OUT wakes_deferred bigint, OUT bad_pulses bigint,
+	OUT set_full bigint, OUT fences_expired bigint, OUT unfenced_expired bigint,
+	OUT credits_used bigint, OUT slots_returned bigint,
+	OUT last_pulse_at timestamptz, OUT started_at timestamptz,
+	OUT pulses_ignored bigint, OUT leases_expired bigint,
+	OUT lease_capacity int, OUT leases bigint,
+	OUT limits_not_loaded bigint,
+	OUT lost_wakes bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'aw_status'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW aion_wake.status AS SELECT * FROM aion_wake.status_internal();
+
+REVOKE ALL ON FUNCTION aion_wake.status_internal() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION aion_wake.status_internal() TO PUBLIC;
+GRANT SELECT ON aion_wake.status TO PUBLIC;
+
+-- Per topic, what shared memory knows: parks, the limit and its live
+-- leases, blocked claimers, and counters kept since the server started
+-- (claims, rows claimed, wakes received and those that found a row,
+-- blocked claims that ended at their deadline with nothing, lost wakes).
+-- Reads no table.
+CREATE FUNCTION aion_wake.topic_health_internal(
+	OUT topic text, OUT parked_pending bigint, OUT parked_confirmed bigint,
+	OUT max_in_flight int, OUT in_flight int, OUT waiters int,
+	OUT claims bigint, OUT rows_claimed bigint, OUT wakes bigint,
+	OUT wakes_found_row bigint, OUT claims_timed_out bigint,
+	OUT lost_wakes bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'aw_topic_health_internal'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+REVOKE ALL ON FUNCTION aion_wake.topic_health_internal() FROM PUBLIC;
+
+-- Per-topic health: backlog() (rows claimable now and the age of the
+-- oldest, one index probe per topic) beside topic_health_internal(), for
+-- every topic with rows in the outbox or an entry in shared memory.  With
+-- the caller's rights, like backlog(): README, Monitoring, lists the
+-- grants a monitoring role needs.
+CREATE FUNCTION aion_wake.topic_health(count_up_to int DEFAULT 1000,
+	OUT topic text, OUT claimable bigint, OUT oldest_claimable_age interval,
+	OUT parked_pending bigint, OUT parked_confirmed bigint,
+	OUT max_in_flight int, OUT in_flight int, OUT waiters int,
+	OUT claims bigint, OUT rows_claimed bigint, OUT wakes bigint,
+	OUT wakes_found_row bigint, OUT claims_timed_out bigint,
+	OUT lost_wakes bigint)
+RETURNS SETOF record
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT coalesce(b.topic, h.topic),
+	   coalesce(b.claimable, 0),
+	   b.oldest_claimable_age,
+	   coalesce(h.parked_pending, 0), coalesce(h.parked_confirmed, 0),
+	   h.max_in_flight, h.in_flight, coalesce(h.waiters, 0),
+	   coalesce(h.claims, 0), coalesce(h.rows_claimed, 0),
+	   coalesce(h.wakes, 0), coalesce(h.wakes_found_row, 0),
+	   coalesce(h.claims_timed_out, 0), coalesce(h.lost_wakes, 0)
+  FROM aion_wake.backlog(count_up_to) b
+  FULL JOIN aion_wake.topic_health_internal() h
+	ON h.topic OPERATOR(pg_catalog.=) b.topic
+$$;
+REVOKE ALL ON FUNCTION aion_wake.topic_health(int) FROM PUBLIC;
+
+CREATE VIEW aion_wake.topic_health AS SELECT * FROM aion_wake.topic_health();
+REVOKE ALL ON aion_wake.topic_health FROM PUBLIC;
+
+-- The claim-wait and claim-latency histograms, one row each, cluster-wide
+-- since the server started: le holds the buckets' finite upper bounds in
+-- seconds, buckets the count of observations at or below each (the
+-- +Inf bucket is count), sum_seconds their sum.  claim_wait: how long a
+-- blocked claim waited before it got a row; claim_latency: how long each
+-- claimed row had been claimable (from its fence; for a row enqueued
+-- without delay, from its enqueue).
+CREATE FUNCTION aion_wake.claim_histogram_internal(
+	OUT histogram text, OUT le float8[], OUT buckets bigint[],
+	OUT count bigint, OUT sum_seconds float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'aw_claim_histogram'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+REVOKE ALL ON FUNCTION aion_wake.claim_histogram_internal() FROM PUBLIC;
+
+CREATE VIEW aion_wake.claim_histogram AS SELECT * FROM aion_wake.claim_histogram_internal();
+REVOKE ALL ON aion_wake.claim_histogram FROM PUBLIC;

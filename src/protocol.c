@@ -35,6 +35,7 @@
 
 #include "aw_args.h"
 #include "aw_lease_ledger.h"
+#include "aw_monitor.h"
 #include "aw_parked_set.h"
 #include "aw_pulse_spend.h"
 #include "aw_set_views.h"
@@ -190,8 +191,8 @@ Datum
 aw_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[26];
-	bool		nulls[26];
+	Datum		values[27];
+	bool		nulls[27];
 	AwCounters	c;
 	AwWorkerSlot *slot;
 	int			pid = 0;
@@ -268,6 +269,9 @@ aw_status(PG_FUNCTION_ARGS)
 	/* claims that found a limit not loaded yet: a column the next schema adds */
 	if (tupdesc->natts > i)
 		values[i++] = Int64GetDatum((int64) c.limits_not_loaded);
+	/* Monitoring: the columns the 1.2 schema's Monitoring part adds */
+	if (tupdesc->natts > i)
+		values[i++] = Int64GetDatum((int64) aw_monitor_lost_wakes());
 	if (i != tupdesc->natts)
 		elog(ERROR, "aion_wake.status_internal() has %d columns, not %d",
 			 tupdesc->natts, i);

@@ -108,6 +108,15 @@ aw_set_copy_topics(int *n)
 				r->reoffered = (int64) Min(t->reoffered, (uint64) PG_INT64_MAX);
 				r->max_in_flight = t->cap.max_in_flight;
 				r->in_flight = aw_capacity_in_flight(&t->cap);
+				/* pending parks: one per open park transaction, few */
+				r->parked_pending = 0;
+				for (int k = 0; k < AW_NUM_KINDS; k++)
+				{
+					dlist_iter	it;
+
+					dlist_foreach(it, &t->pending[k])
+						r->parked_pending++;
+				}
 				count++;
 			}
 		}
