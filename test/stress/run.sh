@@ -60,8 +60,10 @@
 #       every lease ended, in_flight is 0 (no slot leaked), and a claim of
 #       each limited topic that has a visible row gets one at once (no
 #       reservation leaked)
-#   and that the worker never restarted and the server log holds no crash,
-#   PANIC, TRAP, FATAL or ERROR.  The status counters are printed.
+#   and that the worker never restarted, the lost-wake detector never fired
+#   (status.lost_wakes is 0, no "lost wake" line in the log) and the server
+#   log holds no crash, PANIC, TRAP, FATAL or ERROR.  The status counters
+#   are printed.
 # The last line is "stress: mode M: N passed, F failed (seed S)"; exit 1 on
 # failure.
 # The seed fixes every random choice of the scripts, not the timing, so a
@@ -703,6 +705,16 @@ for DB in $DBS; do
 		  WHERE c.n <> 1
 		  ORDER BY 1"
 
+	# The lost-wake detector (README, Monitoring): no blocked claim took a
+	# row that had been claimable past aion_wake.lost_wake_tolerance
+	# without a wake (in mode two, since the last restart; the server log
+	# check below covers the whole run).
+	check "no lost wake: status.lost_wakes is 0" \
+		"SELECT 'lost_wakes=' || lost_wakes || ' on: ' ||
+		        (SELECT string_agg(topic || ' ' || lost_wakes, ', ') FROM aion_wake.topic_health
+		          WHERE lost_wakes > 0)
+		   FROM aion_wake.status WHERE lost_wakes <> 0"
+
 	echo "---- counters (information)"
 	q "SELECT 'set_full=' || set_full || ' rows_reoffered=' || rows_reoffered
 	          || ' (ledger: ' || (SELECT count(*) FROM stress_log WHERE op IN ('row_reoffer', 'row_claim_parked')) || ')'
@@ -740,7 +752,7 @@ fi
 bad_log=$(awk -v skip="${LOG_SKIP:-}" '
 	BEGIN { n = split(skip, r, " "); for (i = 1; i <= n; i++) { split(r[i], b, ","); lo[i] = b[1]; hi[i] = b[2] } }
 	{ for (i = 1; i <= n; i++) if (NR >= lo[i] && NR <= hi[i]) next; print }' "$LOG" \
-	| grep -E 'PANIC|TRAP:|terminated by signal|was terminated|exited with exit code|server process|ERROR:|FATAL:|WARNING:' \
+	| grep -E 'PANIC|TRAP:|terminated by signal|was terminated|exited with exit code|server process|ERROR:|FATAL:|WARNING:|lost wake on topic' \
 	| grep -vE 'WARNING: +aion_wake parked set is full' || true)
 if [ -z "$bad_log" ]; then
 	ok "server log: no crash, PANIC, TRAP, FATAL or ERROR${LOG_SKIP:+ (outside the restarts, lines$LOG_SKIP)}"
