@@ -723,6 +723,14 @@ for DB in $DBS; do
 	          || ' slots_returned=' || slots_returned || ' fences_expired=' || fences_expired
 	          || ' bad_pulses=' || bad_pulses || ' parked_confirmed=' || parked_confirmed
 	     FROM aion_wake.status" | sed 's/^/      /'
+	# what the lost-wake detector looked at: blocked claims that slept and
+	# then got a row (claim_wait), wakes, timeouts
+	q "SELECT 'claims=' || coalesce(sum(claims), 0) || ' wakes=' || coalesce(sum(wakes), 0)
+	          || ' wakes_found_row=' || coalesce(sum(wakes_found_row), 0)
+	          || ' claims_timed_out=' || coalesce(sum(claims_timed_out), 0)
+	          || ' blocked claims that got a row after a sleep: '
+	          || (SELECT count FROM aion_wake.claim_histogram WHERE histogram = 'claim_wait')
+	     FROM aion_wake.topic_health_internal()" | sed 's/^/      /'
 done
 DB=${DBS%% *}
 DBP=""
