@@ -178,7 +178,8 @@ aw_claim_probe(AwClaim *c, uint64 ready, uint64 hand, uint64 *unused)
  * that look could not take it) and before upto (the tolerance before this
  * probe began), is a lost wake if no wake or readiness event of the topic
  * happened since the previous probe, to this claimer or any other, and
- * the worker has looked past the fence (aw_waiter_wake_missed).  A row
+ * the worker is not still due to look at that fence (aw_waiter_wake_missed;
+ * doc/design.md, The lost-wake detector).  A row
  * that came back by a rollback, a released lock or a freed slot has an
  * older fence, or an event; one that was held by a limit, a rate or a
  * pause became claimable by an event too.  Such rows are not counted: the
