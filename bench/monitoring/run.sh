@@ -70,8 +70,8 @@ printf '   buffers of topic_health(1): %s\n' "$(psql_timed -A -t -c \
 
 # b. idle CPU of blocked claims, the detector on and off
 idle() {
-	local tol=$1 i pids n=0 b a
-	for i in $(seq 10); do
+	local tol=$1 pids n=0 b a
+	for _ in $(seq 10); do
 		psql_timed -A -t -c "SET aion_wake.lost_wake_tolerance = $tol; SET application_name = 'idle_$tol';
 			SELECT count(*) FROM aion_wake.claim('idle_$tol', 1, '30 s', '$((IDLE_SECONDS + 15)) s')" \
 			>/dev/null 2>&1 &
