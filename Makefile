@@ -16,6 +16,7 @@ OBJS = \
 	src/lease_ledger.o \
 	src/limits.o \
 	src/listener.o \
+	src/monitor.o \
 	src/outbox.o \
 	src/parked_set.o \
 	src/plans.o \

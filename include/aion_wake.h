@@ -45,6 +45,7 @@ typedef enum AwLockId
 	AW_LOCK_WAITERS,			/* the waiter registry (waiters.c) */
 	AW_LOCK_PREPARED,			/* the prepared transactions' wakes
 								 * (prepared.c) */
+	AW_LOCK_MONITOR,			/* the topic counters (monitor.c) */
 	AW_NUM_LOCKS
 } AwLockId;
 

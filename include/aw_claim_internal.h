@@ -19,6 +19,7 @@
 #include "utils/timestamp.h"
 
 #include "aw_limits.h"
+#include "aw_monitor.h"
 #include "aw_names.h"
 #include "aw_waiters.h"
 
@@ -40,6 +41,10 @@ typedef struct AwClaimTopic
 	AwSettledLease *from;		/* the leases, handed of them */
 	int32		handed;
 	int32		own_slots;		/* slots spent on the oldest confirmed parks first */
+	/* monitoring (monitor.c): what this call adds to the topic's counters */
+	AwTopicCounts mon;
+	TimestampTz mon_fence;		/* the oldest fence past mon_after of the
+								 * rows the probe under way took; 0: none */
 } AwClaimTopic;
 
 /* one call of claim() */
@@ -70,10 +75,17 @@ typedef struct AwClaim
 	int			nleases;
 	int			leases_room;
 	TimestampTz lease_end;
+	/* monitoring: the lost-wake detector (claim_wait.c) */
+	TimestampTz mon_after;		/* rows fenced after this count in mon_fence;
+								 * DT_NOEND: none */
+	TimestampTz mon_looked;		/* the clock of the last attempt's look */
 } AwClaim;
 
 /* one claim attempt over the topics in mask (claim.c) */
 extern uint64 aw_claim_once(AwClaim *c, uint64 mask, uint64 spend);
+
+/* add the call's counts to its topics' (claim.c) */
+extern void aw_claim_monitor_flush(AwClaim *c);
 
 /* claim(..., wait => wait): block until rows are claimed or wait ends */
 extern void aw_claim_wait(AwClaim *c, int64 wait);

@@ -68,6 +68,7 @@ typedef struct AwTopicRow
 	int32		max_in_flight;	/* 0: unlimited */
 	int32		in_flight;
 	AwRateRow	rate;
+	int64		parked_pending; /* of parked: pending parks */
 } AwTopicRow;
 
 extern void aw_set_counters(AwCounters *out);

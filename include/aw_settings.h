@@ -24,6 +24,8 @@ extern int	aw_max_wait_ms;
 extern bool aw_listen;
 extern bool aw_notify_ready;
 extern char *aw_worker_role;
+extern int	aw_lost_wake_tolerance_ms;
+extern bool aw_debug_drop_wakes;
 
 extern void aw_define_settings(void);
 

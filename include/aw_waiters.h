@@ -50,6 +50,8 @@ extern void aw_waiter_register(char **topics, int ntopics);
 extern uint64 aw_waiter_rearm(void);
 extern void aw_waiter_leave(uint64 unused);
 extern bool aw_waiter_is_registered(int procno, uint64 registration);
+extern const uint64 *aw_waiter_events(void);
+extern bool aw_waiter_wake_missed(int i, uint64 events_before, TimestampTz fence);
 
 /* the wakers' side; both are cheap when nobody waits and never raise */
 extern int64 aw_waiters_wake(Oid dbid, const char *topic, int64 rows);

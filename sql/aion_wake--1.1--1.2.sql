@@ -11,7 +11,9 @@
 
 -- The status view gains limits_not_loaded (claims of a topic whose limit,
 -- rate or pause was not loaded yet), claims_rate_delayed and claims_paused
--- (claims a rate or a pause cut short): drop and make it again.  The library fills
+-- (claims a rate or a pause cut short), and lost_wakes (blocked claims that
+-- took a row claimable longer than aion_wake.lost_wake_tolerance without a
+-- wake; see Monitoring below): drop and make it again.  The library fills
 -- the column only when the function's result has it, so it serves a 1.1
 -- schema as before.
 ALTER EXTENSION aion_wake DROP VIEW aion_wake.status;
@@ -31,7 +33,7 @@ CREATE FUNCTION aion_wake.status_internal(
 	OUT pulses_ignored bigint, OUT leases_expired bigint,
 	OUT lease_capacity int, OUT leases bigint,
 	OUT limits_not_loaded bigint, OUT claims_rate_delayed bigint,
-	OUT claims_paused bigint)
+	OUT claims_paused bigint, OUT lost_wakes bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'aw_status'
 LANGUAGE C VOLATILE PARALLEL SAFE;
@@ -216,3 +218,72 @@ CREATE VIEW aion_wake.topics AS SELECT * FROM aion_wake.topics_internal();
 
 REVOKE ALL ON FUNCTION aion_wake.topics_internal() FROM PUBLIC;
 REVOKE ALL ON aion_wake.topics FROM PUBLIC;
+
+-- Monitoring
+
+-- Per topic, what shared memory knows: parks, the limit and its live
+-- leases, blocked claimers, and counters kept since the server started
+-- (claims, rows claimed, wakes received and those that found a row,
+-- blocked claims that ended at their deadline with nothing, lost wakes).
+-- Reads no table.
+CREATE FUNCTION aion_wake.topic_health_internal(
+	OUT topic text, OUT parked_pending bigint, OUT parked_confirmed bigint,
+	OUT max_in_flight int, OUT in_flight int, OUT waiters int,
+	OUT claims bigint, OUT rows_claimed bigint, OUT wakes bigint,
+	OUT wakes_found_row bigint, OUT claims_timed_out bigint,
+	OUT lost_wakes bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'aw_topic_health_internal'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+REVOKE ALL ON FUNCTION aion_wake.topic_health_internal() FROM PUBLIC;
+
+-- Per-topic health: backlog() (rows claimable now and the age of the
+-- oldest, one index probe per topic) beside topic_health_internal(), for
+-- every topic with rows in the outbox or an entry in shared memory.  With
+-- the caller's rights, like backlog(): README, Monitoring, lists the
+-- grants a monitoring role needs.
+CREATE FUNCTION aion_wake.topic_health(count_up_to int DEFAULT 1000,
+	OUT topic text, OUT claimable bigint, OUT oldest_claimable_age interval,
+	OUT parked_pending bigint, OUT parked_confirmed bigint,
+	OUT max_in_flight int, OUT in_flight int, OUT waiters int,
+	OUT claims bigint, OUT rows_claimed bigint, OUT wakes bigint,
+	OUT wakes_found_row bigint, OUT claims_timed_out bigint,
+	OUT lost_wakes bigint)
+RETURNS SETOF record
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT coalesce(b.topic, h.topic),
+	   coalesce(b.claimable, 0),
+	   b.oldest_claimable_age,
+	   coalesce(h.parked_pending, 0), coalesce(h.parked_confirmed, 0),
+	   h.max_in_flight, h.in_flight, coalesce(h.waiters, 0),
+	   coalesce(h.claims, 0), coalesce(h.rows_claimed, 0),
+	   coalesce(h.wakes, 0), coalesce(h.wakes_found_row, 0),
+	   coalesce(h.claims_timed_out, 0), coalesce(h.lost_wakes, 0)
+  FROM aion_wake.backlog(count_up_to) b
+  FULL JOIN aion_wake.topic_health_internal() h
+	ON h.topic OPERATOR(pg_catalog.=) b.topic
+$$;
+REVOKE ALL ON FUNCTION aion_wake.topic_health(int) FROM PUBLIC;
+
+CREATE VIEW aion_wake.topic_health AS SELECT * FROM aion_wake.topic_health();
+REVOKE ALL ON aion_wake.topic_health FROM PUBLIC;
+
+-- The claim-wait and claim-latency histograms, one row each, cluster-wide
+-- since the server started: le holds the buckets' finite upper bounds in
+-- seconds, buckets the count of observations at or below each (the
+-- +Inf bucket is count), sum_seconds their sum.  claim_wait: how long a
+-- blocked claim waited before it got a row; claim_latency: how long each
+-- claimed row had been claimable (from its fence; for a row enqueued
+-- without delay, from its enqueue).
+CREATE FUNCTION aion_wake.claim_histogram_internal(
+	OUT histogram text, OUT le float8[], OUT buckets bigint[],
+	OUT count bigint, OUT sum_seconds float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'aw_claim_histogram'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+REVOKE ALL ON FUNCTION aion_wake.claim_histogram_internal() FROM PUBLIC;
+
+CREATE VIEW aion_wake.claim_histogram AS SELECT * FROM aion_wake.claim_histogram_internal();
+REVOKE ALL ON aion_wake.claim_histogram FROM PUBLIC;

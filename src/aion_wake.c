@@ -28,6 +28,7 @@
 
 #include "aion_wake.h"
 #include "aw_limits.h"
+#include "aw_monitor.h"
 #include "aw_plans.h"
 #include "aw_prepared.h"
 #include "aw_parked_set.h"
@@ -84,6 +85,10 @@ _PG_init(void)
  *     inboxes, readiness numbers and fence bookkeeping (waiters.c);
  *   - AW_LOCK_PREPARED: the wakes kept for prepared transactions
  *     (prepared.c);
+ *   - AW_LOCK_MONITOR: the table of per-topic claim counters
+ *     (monitor.c), whose counters are atomics added under it held shared;
+ *     the histograms and the lost-wake count are atomics read and added
+ *     without a lock;
  *   - one spinlock per worker slot: that slot's fields (worker_slots.c);
  *   - an atomic count of waiters, and an atomic registration number per
  *     waiter slot, read without a lock (waiters.c).
@@ -102,6 +107,7 @@ aw_shmem_request(void)
 													  aw_waiters_shmem_size()),
 											 aw_worker_slots_shmem_size()),
 									aw_prepared_shmem_size()));
+	RequestAddinShmemSpace(aw_monitor_shmem_size());
 	RequestNamedLWLockTranche(AW_TRANCHE_NAME, AW_NUM_LOCKS);
 }
 
@@ -115,6 +121,7 @@ aw_shmem_startup(void)
 	aw_waiters_shmem_init();
 	aw_worker_slots_shmem_init();
 	aw_prepared_shmem_init();
+	aw_monitor_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -173,6 +173,7 @@ aw_claim_take_row(AwClaim *c, AwClaimTopic *t, Datum *values, bool *nulls)
 	tuplestore_putvalues(c->rsinfo->setResult, c->rsinfo->setDesc, values, nulls);
 	t->got++;
 	c->claimed++;
+	t->mon.rows++;
 	if (t->limited)
 	{
 		AwLiveLease *l;
@@ -387,6 +388,8 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		mask &= ~c->missing;
 	}
 
+	/* the clock of this look, for the lost-wake detector (monitor.c) */
+	c->mon_looked = GetCurrentTimestamp();
 	c->claimed = 0;
 	c->nleases = 0;
 	if (aw_claim_reserve(c, mask, limits) == 0)
@@ -503,6 +506,17 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 				values[a] = SPI_getbinval(tup, desc, a + 1, &nulls[a]);
 			aw_claim_take_row(c, t, values, nulls);
 
+			/* monitoring: how long the row was claimable; the detector's fence */
+			{
+				TimestampTz old_fence =
+					DatumGetTimestampTz(SPI_getbinval(tup, desc, pnatts + 1, &isnull));
+
+				aw_monitor_observe(AW_HIST_CLAIM_LATENCY, now - old_fence);
+				if (old_fence > c->mon_after &&
+					(t->mon_fence == 0 || old_fence < t->mon_fence))
+					t->mon_fence = old_fence;
+			}
+
 			/* a claimed row is no longer parked: forget its entry at commit */
 			if (DatumGetBool(SPI_getbinval(tup, desc, pnatts + 2, &isnull)))
 				aw_xact_record_forget(TextDatumGetCString(values[0]));
@@ -546,6 +560,25 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 
 
 /*
+ * Add what this call did to its topics' counters (monitor.c): one lookup
+ * per topic, once per call.
+ */
+void
+aw_claim_monitor_flush(AwClaim *c)
+{
+	int			i;
+
+	for (i = 0; i < c->ntopics; i++)
+	{
+		AwTopicCounts *m = &c->topics[i].mon;
+
+		if (m->claims | m->rows | m->wakes | m->timeouts | m->lost_wakes)
+			aw_monitor_add(c->topics[i].name, m);
+		memset(m, 0, sizeof(*m));
+	}
+}
+
+/*
  * The claim shared by both forms, once its topics are known.
  */
 static void
@@ -565,6 +598,9 @@ aw_claim_run(FunctionCallInfo fcinfo, AwClaim *c, int argno_max_rows)
 		elog(ERROR, "aion_wake.outbox has %d columns, more than %d", c->natts,
 			 AW_OUTBOX_MAX_NATTS);
 	SPI_connect();
+	c->mon_after = DT_NOEND;
+	for (int i = 0; i < c->ntopics; i++)
+		c->topics[i].mon.claims = 1;
 	if (wait > 0 && aw_max_wait_ms > 0)
 		aw_claim_wait(c, wait);
 	else
@@ -577,6 +613,7 @@ aw_claim_run(FunctionCallInfo fcinfo, AwClaim *c, int argno_max_rows)
 		(void) aw_claim_once(c, all, 0);
 	}
 	SPI_finish();
+	aw_claim_monitor_flush(c);
 }
 
 /*
@@ -738,12 +775,14 @@ aw_claim_next_topics(FunctionCallInfo fcinfo, const char *const *topics,
 	}
 
 	SPI_connect();
+	c->mon_after = DT_NOEND;
 	if (!c->served)
 		(void) aw_limits_expire(GetCurrentTimestamp());
 	(void) aw_claim_once(c, (c->ntopics == 64) ? ~UINT64CONST(0) :
 						 (UINT64CONST(1) << c->ntopics) - 1,
 						 spend_parked ? ~UINT64CONST(0) : 0);
 	SPI_finish();
+	aw_claim_monitor_flush(c);
 
 	/* a freed slot of an unlimited topic no row took: a pulse */
 	for (i = 0; i < ntopics && spend_parked && c->served; i++)

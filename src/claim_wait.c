@@ -41,6 +41,7 @@
 #include "aw_claim_internal.h"
 #include "aw_compat.h"
 #include "aw_limits.h"
+#include "aw_monitor.h"
 #include "aw_plans.h"
 #include "aw_rate_ledger.h"
 #include "aw_pulse_spend.h"
@@ -179,6 +180,40 @@ aw_claim_probe(AwClaim *c, uint64 ready, uint64 hand, uint64 *unused)
 }
 
 /*
+ * The lost-wake detector, after a probe that followed a sleep took rows:
+ * a row of a topic whose wake did not reach this claimer (not in woken),
+ * whose fence passed after the claimer's previous look (c->mon_after, so
+ * that look could not take it) and before upto (the tolerance before this
+ * probe began), is a lost wake if no wake or readiness event of the topic
+ * happened since the previous probe, to this claimer or any other, and
+ * the worker is not still due to look at that fence (aw_waiter_wake_missed;
+ * doc/design.md, The lost-wake detector).  A row
+ * that came back by a rollback, a released lock or a freed slot has an
+ * older fence, or an event; one that was held by a limit, a rate or a
+ * pause became claimable by an event too.  Such rows are not counted: the
+ * detector never second-guesses them, it only trusts events.  Costs
+ * nothing while the claimer sleeps: it runs after a probe that took rows.
+ */
+static void
+aw_claim_detect_lost(AwClaim *c, uint64 woken, TimestampTz upto, TimestampTz began,
+					 const uint64 *events_before)
+{
+	int			i;
+
+	for (i = 0; i < c->ntopics; i++)
+	{
+		TimestampTz fence = c->topics[i].mon_fence;
+
+		if ((woken & (UINT64CONST(1) << i)) || fence == 0 || fence > upto)
+			continue;
+		if (!aw_waiter_wake_missed(i, events_before[i], fence))
+			continue;
+		c->topics[i].mon.lost_wakes++;
+		aw_monitor_lost_wake(c->topics[i].name, began - fence);
+	}
+}
+
+/*
  * Leave the waiter registry, passing on the wakes of the topics in unused.
  * Pulses handed to this claimer and not spent -- it was cancelled before
  * its probe spent them, say -- go to the worker.  Leaving comes first: from
@@ -220,8 +255,13 @@ aw_claim_wait(AwClaim *c, int64 wait)
 		(UINT64CONST(1) << c->ntopics) - 1;
 	uint64		unused = 0;
 	volatile uint64 pass = 0;
-	bool		first = true;
+	volatile bool first = true;
 	int			i;
+	TimestampTz called = GetCurrentTimestamp();
+	int64		tolerance = (int64) aw_lost_wake_tolerance_ms * 1000;
+	TimestampTz looked = 0;		/* the previous probe's look; 0: none yet */
+	uint64		events_before[AW_WAIT_MAX_TOPICS];
+	bool		timed_out = false;
 
 	if (IsolationUsesXactSnapshot())
 		ereport(ERROR,
@@ -236,7 +276,7 @@ aw_claim_wait(AwClaim *c, int64 wait)
 				 errdetail("The transaction would hold its locks and its transaction ID for the whole wait."),
 				 errhint("Call claim() with wait in a transaction of its own.")));
 
-	deadline = aw_clock_plus(GetCurrentTimestamp(), Min(wait, (int64) aw_max_wait_ms * 1000));
+	deadline = aw_clock_plus(called, Min(wait, (int64) aw_max_wait_ms * 1000));
 	if (!aw_claim_exit_registered)
 	{
 		/* runs after the transaction is aborted and before ProcKill */
@@ -255,6 +295,7 @@ aw_claim_wait(AwClaim *c, int64 wait)
 		for (;;)
 		{
 			TimestampTz now;
+			TimestampTz began = GetCurrentTimestamp();
 			long		timeout;
 			uint64		woken;
 			uint64		ready;
@@ -267,17 +308,41 @@ aw_claim_wait(AwClaim *c, int64 wait)
 			/* the first probe, a fence or the deadline passing: look at all */
 			ready = (first || woken == 0) ? all : woken;
 			first = false;
+			/* the lost-wake detector: rows fenced after the last look */
+			c->mon_after = (looked != 0 && tolerance > 0) ? looked : DT_NOEND;
+			for (i = 0; i < c->ntopics; i++)
+			{
+				c->topics[i].mon_fence = 0;
+				if (woken & (UINT64CONST(1) << i))
+					c->topics[i].mon.wakes++;
+			}
 			if (aw_claim_probe(c, ready, hand, &unused))
 			{
 				/* the wakes it received and took no row for go on */
 				pass = unused & woken;
+				for (i = 0; i < c->ntopics; i++)
+				{
+					if ((woken & ~unused) & (UINT64CONST(1) << i))
+						c->topics[i].mon.wakes_found++;
+				}
+				if (looked != 0)
+				{
+					aw_claim_detect_lost(c, woken, began - tolerance, began,
+										 events_before);
+					aw_monitor_observe(AW_HIST_CLAIM_WAIT, GetCurrentTimestamp() - called);
+				}
 				break;
 			}
 			/* wakes that found nothing to claim are spent */
 			aw_waiting_woken = 0;
+			looked = c->mon_looked;
+			memcpy(events_before, aw_waiter_events(), sizeof(uint64) * c->ntopics);
 			now = GetCurrentTimestamp();
 			if (now >= deadline)
+			{
+				timed_out = true;
 				break;
+			}
 			timeout = (long) ((deadline - now + 999) / 1000);
 			if (!c->served)
 				timeout = Min(timeout, aw_ms_until_next_event(c, now));
@@ -297,4 +362,6 @@ aw_claim_wait(AwClaim *c, int64 wait)
 	}
 	PG_END_TRY();
 	aw_claim_leave(pass);
+	for (i = 0; i < c->ntopics && timed_out; i++)
+		c->topics[i].mon.timeouts++;
 }

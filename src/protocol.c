@@ -35,6 +35,7 @@
 
 #include "aw_args.h"
 #include "aw_lease_ledger.h"
+#include "aw_monitor.h"
 #include "aw_parked_set.h"
 #include "aw_pulse_spend.h"
 #include "aw_set_views.h"
@@ -182,8 +183,8 @@ aw_take_confirmed(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* columns of aion_wake.status_internal(): 28 in the 1.2 schema */
-#define AW_STATUS_MAX_NATTS 28
+/* columns of aion_wake.status_internal(): 29 in the 1.2 schema */
+#define AW_STATUS_MAX_NATTS 29
 
 /*
  * aion_wake.status: one row of counters.  Reads counters only; never scans
@@ -280,6 +281,9 @@ aw_status(PG_FUNCTION_ARGS)
 		values[i++] = Int64GetDatum((int64) c.claims_rate_delayed);
 		values[i++] = Int64GetDatum((int64) c.claims_paused);
 	}
+	/* Monitoring: the columns the 1.2 schema's Monitoring part adds */
+	if (tupdesc->natts > i)
+		values[i++] = Int64GetDatum((int64) aw_monitor_lost_wakes());
 	if (i != tupdesc->natts)
 		elog(ERROR, "aion_wake.status_internal() has %d columns, not %d",
 			 tupdesc->natts, i);

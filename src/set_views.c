@@ -109,6 +109,15 @@ aw_set_copy_topics(int *n)
 				r->max_in_flight = t->cap.max_in_flight;
 				r->in_flight = aw_capacity_in_flight(&t->cap);
 				aw_rate_copy(t, &r->rate, now);
+				/* pending parks: one per open park transaction, few */
+				r->parked_pending = 0;
+				for (int k = 0; k < AW_NUM_KINDS; k++)
+				{
+					dlist_iter	it;
+
+					dlist_foreach(it, &t->pending[k])
+						r->parked_pending++;
+				}
 				count++;
 			}
 		}

@@ -34,6 +34,8 @@ int			aw_max_wait_ms = 60000;
 bool		aw_listen = true;
 bool		aw_notify_ready = true;
 char	   *aw_worker_role = NULL;
+int			aw_lost_wake_tolerance_ms = 100;
+bool		aw_debug_drop_wakes = false;
 
 /*
  * Define the parameters.  Called from _PG_init in the postmaster, while
@@ -141,6 +143,24 @@ aw_define_settings(void)
 							   PGC_SIGHUP,
 							   0,
 							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("aion_wake.lost_wake_tolerance",
+							"A blocked claim that takes a row claimable this long without a wake counts a lost wake.",
+							"0 turns the lost-wake detector off.",
+							&aw_lost_wake_tolerance_ms,
+							100, 0, 3600 * 1000,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("aion_wake.debug_drop_wakes",
+							 "Test hook: drop every wake of blocked claimers that rows becoming claimable send.",
+							 "For the tests of the lost-wake detector only; never set it in production.",
+							 &aw_debug_drop_wakes,
+							 false,
+							 PGC_SUSET,
+							 GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("aion_wake");
 }

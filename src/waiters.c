@@ -58,6 +58,7 @@
 
 #include "aion_wake.h"
 #include "aw_pulse_spend.h"
+#include "aw_settings.h"
 #include "aw_waiters.h"
 #include "aw_worker_slots.h"
 
@@ -78,6 +79,8 @@ typedef struct AwWaitTopic
 	TimestampTz checked_upto;	/* rows whose fence is past this are new */
 	bool		checking;		/* the worker is counting them */
 	TimestampTz hint_since;		/* lowest hint since the worker looked */
+	uint64		events;			/* wakes and readiness events of the topic
+								 * (the lost-wake detector's witness) */
 } AwWaitTopic;
 
 /* a waiter's place in the queue of one of its topics */
@@ -116,6 +119,9 @@ typedef struct AwWaitShared
 
 static AwWaitShared *aw_wait = NULL;
 static HTAB *aw_wait_topics = NULL;
+
+/* each topic's events as this waiter's last rearm found them */
+static uint64 aw_my_events[AW_WAIT_MAX_TOPICS];
 
 /* one slot per PGPROC: backends, auxiliary processes, prepared xacts */
 static int
@@ -192,6 +198,7 @@ aw_wait_topic_find(Oid dbid, const char *name, HASHACTION action)
 		t->checked_upto = GetCurrentTimestamp();
 		t->checking = false;
 		t->hint_since = DT_NOEND;
+		t->events = 0;
 	}
 	return t;
 }
@@ -209,6 +216,7 @@ aw_wait_topic_wake(AwWaitTopic *t, int64 n, int *procnos, int max_out, int *npro
 {
 	int			taken = 0;
 
+	t->events++;
 	while (taken < n && *nprocs < max_out && !dlist_is_empty(&t->queue))
 	{
 		AwWaitMember *m = dlist_head_element(AwWaitMember, node, &t->queue);
@@ -296,6 +304,7 @@ aw_waiter_rearm(void)
 
 		if (ready & (UINT64CONST(1) << i))
 			m->topic->n_ready--;
+		aw_my_events[i] = m->topic->events;
 		if (!m->queued)
 		{
 			dlist_push_head(&m->topic->queue, &m->node);
@@ -382,6 +391,9 @@ aw_waiters_wake(Oid dbid, const char *topic, int64 rows)
 	AwWaitTopic *t;
 
 	if (rows <= 0 || !aw_anyone_waits())
+		return 0;
+	/* the test hook of the lost-wake detector (test/t/046_lost_wake.pl) */
+	if (unlikely(aw_debug_drop_wakes))
 		return 0;
 	for (;;)
 	{
@@ -520,6 +532,8 @@ aw_waiters_wake_spender(Oid dbid, const char *topic)
 			return false;
 		LWLockAcquire(aw_wait->lock, LW_EXCLUSIVE);
 		t = aw_wait_topic_find(dbid, topic, HASH_FIND);
+		if (t != NULL)
+			t->events++;
 		/* as aw_wait_topic_wake, for one waiter whose latch is set below */
 		while (t != NULL && !dlist_is_empty(&t->queue))
 		{
@@ -696,6 +710,49 @@ aw_waiters_next_fence(void)
 	}
 	LWLockRelease(aw_wait->lock);
 	return next;
+}
+
+/*
+ * The lost-wake detector (claim_wait.c): this waiter's last rearm found
+ * the events of its topics as they are in the array returned; the caller
+ * keeps a copy from one rearm to the next.
+ */
+const uint64 *
+aw_waiter_events(void)
+{
+	return aw_my_events;
+}
+
+/*
+ * The lost-wake detector: was a row of this waiter's i-th topic, whose
+ * fence is fence, left without a wake?  True when no wake or readiness
+ * event of the topic happened since the rearm that found events_before
+ * (nobody was told of the row: not this waiter, not another one that
+ * will take it shortly), and the row is not one the worker is still to
+ * look at: a fence that passed while the worker is counting the topic, or
+ * one past its last look with its next look due at or before it (a fence
+ * in the future at the commit that wrote it: the worker wakes for it, and
+ * may be late).  A row made claimable by a commit after its fence passed
+ * is the committer's to wake for, at once.
+ */
+bool
+aw_waiter_wake_missed(int i, uint64 events_before, TimestampTz fence)
+{
+	AwWaiter   *w = &aw_wait->slots[AW_MY_PROCNO];
+	bool		missed = false;
+
+	LWLockAcquire(aw_wait->lock, LW_SHARED);
+	if (w->pid == MyProcPid && i < w->ntopics)
+	{
+		AwWaitTopic *t = w->members[i].topic;
+
+		bool		worker_due = t->checking ||
+			(t->checked_upto < fence && (t->next_fence == 0 || t->next_fence <= fence));
+
+		missed = (t->events == events_before && !worker_due);
+	}
+	LWLockRelease(aw_wait->lock);
+	return missed;
 }
 
 int

@@ -12,17 +12,22 @@
 # It starts a throwaway cluster in a mktemp directory (Unix socket only,
 # port $MONITORING_PORT, default 5596; aion_wake preloaded), creates a
 # role with exactly the grants of README's Monitoring section, runs a small workload (rows claimable,
-# a park re-offered by a pulse, a limited topic with live leases), starts
+# a park re-offered by a pulse, a limited topic with live leases, a
+# blocked claim woken by an enqueue, one that ends at its deadline), starts
 # the exporter on a free loopback port with the queries file, and scrapes
 # /metrics.  Checks:
 #   - the exporter loaded the queries file and reports no scrape error;
 #   - each series below is there with the value the view (as the
 #     superuser) holds at the same moment: the worker's state, the
 #     re-offer counter, each topic's limit and live leases, each topic's
-#     claimable rows and the age of its oldest claimable row;
+#     claimable rows and the age of its oldest claimable row; the
+#     per-topic health counters (claims, rows, wakes, timeouts, lost
+#     wakes) and both histograms (count and buckets);
 #   - the exporter's role reads no payload.
 # It prints one line per check and "monitoring: N passed, M failed"; exit
 # 1 on any failure (the temp directory is then kept).  Run as root.
+# PG_BINDIR picks the PostgreSQL binaries (default: pg_config's), so a
+# private installation can be tested without touching the system one.
 
 set -euo pipefail
 
@@ -98,7 +103,10 @@ q "CREATE ROLE aion_wake_exporter LOGIN;
    GRANT SELECT ON aion_wake.topics TO aion_wake_exporter;
    GRANT EXECUTE ON FUNCTION aion_wake.topics_internal() TO aion_wake_exporter;
    GRANT EXECUTE ON FUNCTION aion_wake.backlog(int) TO aion_wake_exporter;
-   GRANT SELECT (topic, visible_after) ON aion_wake.outbox TO aion_wake_exporter"
+   GRANT SELECT (topic, visible_after) ON aion_wake.outbox TO aion_wake_exporter;
+   GRANT SELECT ON aion_wake.topic_health, aion_wake.claim_histogram TO aion_wake_exporter;
+   GRANT EXECUTE ON FUNCTION aion_wake.topic_health(int), aion_wake.topic_health_internal(),
+     aion_wake.claim_histogram_internal() TO aion_wake_exporter"
 # the worker serves the database once it has found the extension
 q "SELECT aion_wake.pulse('warm_up', 1)" >/dev/null
 wait_for "SELECT worker_pid IS NOT NULL FROM aion_wake.status"
@@ -117,6 +125,15 @@ wait_for "SELECT parked_confirmed = 1 FROM aion_wake.status"
 r0=$(q "SELECT rows_reoffered FROM aion_wake.status")
 q "SELECT aion_wake.pulse('mon_a', 1)" >/dev/null
 wait_for "SELECT rows_reoffered = $r0 + 1 FROM aion_wake.status"
+# Topic mon_w: a claim blocked until an enqueue wakes it (one wake, one
+# row, one claim_wait observation).  Topic mon_t: a blocked claim that ends
+# at its deadline with nothing.
+q "SELECT count(*) FROM aion_wake.claim('mon_w', 1, '30s', '30s')" >"$TMP/mon_w.out" 2>&1 &
+CLAIM_PID=$!
+wait_for "SELECT waiters = 1 FROM aion_wake.status"
+q "SELECT aion_wake.enqueue('w1', '{}', 'mon_w')" >/dev/null
+wait "$CLAIM_PID"
+q "SELECT count(*) FROM aion_wake.claim('mon_t', 1, '30s', '100 ms')" >/dev/null
 # let the oldest claimable row age measurably
 wait_for "SELECT oldest_claimable_age >= interval '1 s' FROM aion_wake.backlog() WHERE topic = 'mon_a'"
 
@@ -185,6 +202,23 @@ same aion_wake_topic_reoffered_total 'topic=mon_a' "SELECT reoffered FROM aion_w
 same aion_wake_backlog_claimable 'topic=mon_a' "SELECT claimable FROM aion_wake.backlog() WHERE topic = 'mon_a'"
 same aion_wake_backlog_claimable 'topic=mon_b' "SELECT claimable FROM aion_wake.backlog() WHERE topic = 'mon_b'"
 same aion_wake_backlog_claimable 'topic=mon_c' "SELECT 0"
+same aion_wake_status_lost_wakes_total '' "SELECT lost_wakes FROM aion_wake.status"
+same aion_wake_topic_health_claims_total 'topic=mon_a' "SELECT claims FROM aion_wake.topic_health WHERE topic = 'mon_a'"
+same aion_wake_topic_health_rows_claimed_total 'topic=mon_b' "SELECT rows_claimed FROM aion_wake.topic_health WHERE topic = 'mon_b'"
+same aion_wake_topic_health_wakes_total 'topic=mon_w' "SELECT 1"
+same aion_wake_topic_health_wakes_found_row_total 'topic=mon_w' "SELECT 1"
+same aion_wake_topic_health_rows_claimed_total 'topic=mon_w' "SELECT 1"
+same aion_wake_topic_health_claims_timed_out_total 'topic=mon_t' "SELECT 1"
+same aion_wake_topic_health_lost_wakes_total 'topic=mon_w' "SELECT 0"
+same aion_wake_topic_health_parked_confirmed 'topic=mon_a' "SELECT parked_confirmed FROM aion_wake.topic_health WHERE topic = 'mon_a'"
+same aion_wake_claim_wait_seconds_count '' "SELECT count FROM aion_wake.claim_histogram WHERE histogram = 'claim_wait'"
+same aion_wake_claim_wait_seconds_bucket 'le=60' "SELECT buckets[14] FROM aion_wake.claim_histogram WHERE histogram = 'claim_wait'"
+same aion_wake_claim_latency_seconds_count '' "SELECT count FROM aion_wake.claim_histogram WHERE histogram = 'claim_latency'"
+same aion_wake_claim_latency_seconds_bucket 'le=0.001' "SELECT buckets[1] FROM aion_wake.claim_histogram WHERE histogram = 'claim_latency'"
+check "claim_wait: the blocked claim on mon_w was observed" \
+	"$(perl -e 'print(($ARGV[0] ne "" && $ARGV[0] >= 1) ? "yes" : "no")' "$(metric aion_wake_claim_wait_seconds_count)")"
+check "claim_latency: the workload's 5 claimed rows were observed" \
+	"$(perl -e 'print(($ARGV[0] ne "" && $ARGV[0] >= 5) ? "yes" : "no")' "$(metric aion_wake_claim_latency_seconds_count)")"
 check "mon_a: 5 rows claimable (6, one leased), as the workload left them" \
 	"$([ "$(metric aion_wake_backlog_claimable topic=mon_a)" = 5 ] && echo yes || echo no)"
 check "mon_a: the oldest claimable row is at least 1 s old" \

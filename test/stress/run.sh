@@ -84,8 +84,10 @@
 #       the clock before the next call of its topic); and once every window
 #       has passed, a claim of each rated topic takes as many rows as its
 #       rate, limit and visible rows allow (no start or reservation leaked)
-#   and that the worker never restarted and the server log holds no crash,
-#   PANIC, TRAP, FATAL or ERROR.  The status counters are printed.
+#   and that the worker never restarted, the lost-wake detector never fired
+#   (status.lost_wakes is 0, no "lost wake" line in the log) and the server
+#   log holds no crash, PANIC, TRAP, FATAL or ERROR.  The status counters
+#   are printed.
 # The last line is "stress: mode M: N passed, F failed (seed S)"; exit 1 on
 # failure.
 # The seed fixes every random choice of the scripts, not the timing, so a
@@ -927,6 +929,15 @@ for DB in $DBS; do
 		        'in_flight ' || w.in_flight
 		   FROM w, LATERAL (SELECT count(*) AS n FROM aion_wake.claim(w.topic, w.max_starts, '1 s')) c
 		  WHERE c.n <> w.want ORDER BY 1"
+	# The lost-wake detector (README, Monitoring): no blocked claim took a
+	# row that had been claimable past aion_wake.lost_wake_tolerance
+	# without a wake (in mode two, since the last restart; the server log
+	# check below covers the whole run).
+	check "no lost wake: status.lost_wakes is 0" \
+		"SELECT 'lost_wakes=' || lost_wakes || ' on: ' ||
+		        (SELECT string_agg(topic || ' ' || lost_wakes, ', ') FROM aion_wake.topic_health
+		          WHERE lost_wakes > 0)
+		   FROM aion_wake.status WHERE lost_wakes <> 0"
 
 	echo "---- counters (information)"
 	q "SELECT 'set_full=' || set_full || ' rows_reoffered=' || rows_reoffered
@@ -936,6 +947,14 @@ for DB in $DBS; do
 	          || ' slots_returned=' || slots_returned || ' fences_expired=' || fences_expired
 	          || ' bad_pulses=' || bad_pulses || ' parked_confirmed=' || parked_confirmed
 	     FROM aion_wake.status" | sed 's/^/      /'
+	# what the lost-wake detector looked at: blocked claims that slept and
+	# then got a row (claim_wait), wakes, timeouts
+	q "SELECT 'claims=' || coalesce(sum(claims), 0) || ' wakes=' || coalesce(sum(wakes), 0)
+	          || ' wakes_found_row=' || coalesce(sum(wakes_found_row), 0)
+	          || ' claims_timed_out=' || coalesce(sum(claims_timed_out), 0)
+	          || ' blocked claims that got a row after a sleep: '
+	          || (SELECT count FROM aion_wake.claim_histogram WHERE histogram = 'claim_wait')
+	     FROM aion_wake.topic_health_internal()" | sed 's/^/      /'
 done
 DB=${DBS%% *}
 DBP=""
@@ -965,7 +984,7 @@ fi
 bad_log=$(awk -v skip="${LOG_SKIP:-}" '
 	BEGIN { n = split(skip, r, " "); for (i = 1; i <= n; i++) { split(r[i], b, ","); lo[i] = b[1]; hi[i] = b[2] } }
 	{ for (i = 1; i <= n; i++) if (NR >= lo[i] && NR <= hi[i]) next; print }' "$LOG" \
-	| grep -E 'PANIC|TRAP:|terminated by signal|was terminated|exited with exit code|server process|ERROR:|FATAL:|WARNING:' \
+	| grep -E 'PANIC|TRAP:|terminated by signal|was terminated|exited with exit code|server process|ERROR:|FATAL:|WARNING:|lost wake on topic' \
 	| grep -vE 'WARNING: +aion_wake parked set is full' || true)
 if [ -z "$bad_log" ]; then
 	ok "server log: no crash, PANIC, TRAP, FATAL or ERROR${LOG_SKIP:+ (outside the restarts, lines$LOG_SKIP)}"

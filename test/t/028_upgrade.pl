@@ -220,9 +220,12 @@ is(up($parked_sql), $parked1, '(d) the parks are still in the set');
 is(up($limits_sql), $limits1, '(d) the limits and their leases are kept');
 is(up(q{SELECT worker_pid FROM aion_wake.status}), $worker,
 	'(d) the same worker serves the 1.2 schema');
-like(up($status_cols), qr/,leases,limits_not_loaded,claims_rate_delayed,claims_paused$/,
-	'(d) the status view ends with limits_not_loaded, claims_rate_delayed and claims_paused');
+like(up($status_cols), qr/,leases,limits_not_loaded,claims_rate_delayed,claims_paused,lost_wakes$/,
+	'(d) the status view ends with limits_not_loaded, claims_rate_delayed, claims_paused, then lost_wakes (Monitoring)');
 is(up(q{SELECT limits_not_loaded >= 0 FROM aion_wake.status}), 't', '(d) and fills it');
+is(up(q{SELECT lost_wakes FROM aion_wake.status}), '0', '(d) and lost_wakes');
+is(up(q{SELECT count(*) > 0 FROM aion_wake.topic_health}), 't',
+	'(d) the updated schema has topic_health, over the rows kept');
 is($old->query_safe(q{SELECT limits_not_loaded >= 0 FROM aion_wake.status}),
 	't', '(d) a session that used 1.1 before the update reads it too');
 $old->quit;
