@@ -118,6 +118,8 @@ q "SELECT count(aion_wake.enqueue('a' || g, '{}', 'mon_a')) FROM generate_series
 q "SELECT count(aion_wake.enqueue('b' || g, '{}', 'mon_b')) FROM generate_series(1, 3) g" >/dev/null
 q "SELECT aion_wake.enqueue('c1', '{}', 'mon_c', '1 hour')" >/dev/null
 q "SELECT aion_wake.set_limit('mon_b', 2)" >/dev/null
+q "SELECT aion_wake.set_rate('mon_b', 5, '1 hour'), aion_wake.pause('mon_c', clock_timestamp() + interval '1 hour')" >/dev/null
+q "SELECT count(*) FROM aion_wake.claim('mon_c', 1)" >/dev/null
 q "SELECT count(*) FROM aion_wake.claim('mon_b', 2)" >/dev/null
 q "SELECT count(*) FROM aion_wake.claim('mon_a', 1)" >/dev/null
 q "SELECT aion_wake.park(dispatch_key, '1 hour', lease_token) FROM aion_wake.claim('mon_a', 1)" >/dev/null
@@ -196,8 +198,13 @@ same aion_wake_status_rows_reoffered_total '' "SELECT rows_reoffered FROM aion_w
 same aion_wake_status_pulses_received_total '' "SELECT pulses_received FROM aion_wake.status"
 same aion_wake_status_leases '' "SELECT leases FROM aion_wake.status"
 same aion_wake_status_limits_not_loaded_total '' "SELECT limits_not_loaded FROM aion_wake.status"
+same aion_wake_status_claims_paused_total '' "SELECT claims_paused FROM aion_wake.status"
 same aion_wake_topic_max_in_flight 'topic=mon_b' "SELECT max_in_flight FROM aion_wake.topics WHERE topic = 'mon_b'"
 same aion_wake_topic_in_flight 'topic=mon_b' "SELECT in_flight FROM aion_wake.topics WHERE topic = 'mon_b'"
+same aion_wake_topic_max_starts 'topic=mon_b' "SELECT max_starts FROM aion_wake.topics WHERE topic = 'mon_b'"
+same aion_wake_topic_rate_per_seconds 'topic=mon_b' "SELECT extract(epoch FROM per)::int FROM aion_wake.topics WHERE topic = 'mon_b'"
+same aion_wake_topic_window_starts 'topic=mon_b' "SELECT window_starts FROM aion_wake.topics WHERE topic = 'mon_b'"
+same aion_wake_topic_paused 'topic=mon_c' "SELECT (paused_until IS NOT NULL)::int FROM aion_wake.topics WHERE topic = 'mon_c'"
 same aion_wake_topic_reoffered_total 'topic=mon_a' "SELECT reoffered FROM aion_wake.topics WHERE topic = 'mon_a'"
 same aion_wake_backlog_claimable 'topic=mon_a' "SELECT claimable FROM aion_wake.backlog() WHERE topic = 'mon_a'"
 same aion_wake_backlog_claimable 'topic=mon_b' "SELECT claimable FROM aion_wake.backlog() WHERE topic = 'mon_b'"
