@@ -1,0 +1,261 @@
+# Copyright (c) 2026, aion_wake authors
+#
+# 045_rates_attacks.pl: schedules that tried to break G10 (never over the
+# rate) and the pause, as a hostile application and a hostile operator
+# would.  Each part names what it checks; those marked "broke" failed on
+# the code of the commit that added rates.
+#
+#   (a) broke: a claimer blocked only because another claim held the
+#       window's last start as a reservation is woken when that start
+#       leaves the window, after the reservation became a logged start
+#       (the claim's transaction still open: no commit wakes the worker);
+#   (b) broke: after shared memory is lost, set_rate(t, NULL) and
+#       set_rate(t, n, per) in one transaction (in a database no worker
+#       serves, before the rate is loaded) restore the window as full, as
+#       the last call alone does;
+#   (c) broke: a rate's per, loaded after a restart, is the per set_rate()
+#       enforced (an interval with negative years counted the same way);
+#   (d) held: a claim under REPEATABLE READ and a rate loaded after a
+#       restart in a served database: a full window;
+#   (e) broke: pg_restore --data-only into a served database whose worker
+#       has loaded its (empty) settings: the restored rate, pause and limit
+#       hold;
+#   (f) held: the worker terminated while a claimer is blocked by a rate:
+#       the new worker wakes it when the window admits it;
+#   (g) on a small cluster (aion_wake.max_rates = 2, max_topics = 4):
+#       held: the third rate is refused with 53400 and a removal gives its
+#       log back; broke: a topic whose claims a rate cut short, in a
+#       database no worker serves, stayed in the topic table for ever after
+#       its rate was removed, so the table filled up.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep time);
+use AionWake::Test;
+
+my $prompt = 0.5;
+
+my $node = aw_node(
+	'rattack',
+	databases => 'postgres, dst',
+	conf => q{
+statement_timeout = '90s'
+});
+$node->safe_psql('postgres', 'CREATE DATABASE other');
+$node->safe_psql('other', 'CREATE EXTENSION aion_wake');
+$node->safe_psql('postgres', 'CREATE DATABASE dst');
+
+sub sql
+{
+	return $node->safe_psql($_[1] // 'postgres', $_[0]);
+}
+
+sub enqueue
+{
+	my ($t, $n, $db) = @_;
+	sql("SELECT count(aion_wake.enqueue('$t' || g, '{}', '$t')) FROM generate_series(1, $n) g",
+		$db);
+	return;
+}
+
+sub claimed
+{
+	my ($t, $n, $db) = @_;
+	return sql("SELECT count(*) FROM aion_wake.claim('$t', $n, '1 hour')", $db);
+}
+
+# ---------------------------------------------------------------------
+# (a) a reservation fills the window, then becomes a start
+# ---------------------------------------------------------------------
+# A trigger holds claim A between its reservation and its statement's end
+# (a hostile application may add one; a slow statement does the same).
+sql(q{
+CREATE FUNCTION public.hold() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.topic = 'gate' THEN
+		PERFORM pg_advisory_xact_lock_shared(4242);
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER hold BEFORE UPDATE ON aion_wake.outbox
+	FOR EACH ROW EXECUTE FUNCTION public.hold();
+SELECT aion_wake.set_rate('gate', 1, '2 s');
+});
+enqueue('gate', 3);
+my $holder = aw_session($node);
+$holder->query_safe('SELECT pg_advisory_lock(4242)');
+my $a = aw_session($node);
+$a->query_safe('BEGIN');
+aw_start($a, q{
+SELECT extract(epoch FROM leased_until - interval '1 hour')
+  FROM aion_wake.claim('gate', 1, '1 hour')});
+ok( $node->poll_query_until('postgres', qq{
+SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $a->{pid}}),
+	'(a) claim A holds its reservation, stopped by the trigger');
+my $b = aw_waiter($node);
+aw_start($b, q{
+SELECT extract(epoch FROM leased_until - interval '1 hour')
+  FROM aion_wake.claim('gate', 1, '1 hour', '12 s')});
+ok( $node->poll_query_until('postgres',
+		"SELECT waiters = 1 FROM aion_wake.topics WHERE topic = 'gate'"),
+	'(a) claimer B blocks: the window is full of A\'s reservation');
+$holder->query_safe('SELECT pg_advisory_unlock(4242)');
+my ($a_out) = aw_finish($a);
+$a_out =~ s/\s+//g;
+my ($b_out) = aw_finish($b);
+$b_out =~ s/\s+//g;
+ok($a_out ne '' && $b_out ne '', '(a) both claims took a row');
+cmp_ok($b_out - $a_out, '>=', 2 - 0.01, '(a) B started no earlier than A + per');
+cmp_ok($b_out - $a_out, '<=', 2 + $prompt,
+	'(a) B was woken when A\'s start left the window, not at its deadline');
+$a->query_safe('COMMIT');
+sql('DROP TRIGGER hold ON aion_wake.outbox');
+$_->quit for ($holder, $a, $b);
+
+# ---------------------------------------------------------------------
+# (b), (c), (d): shared memory lost
+# ---------------------------------------------------------------------
+sql("SELECT aion_wake.set_rate('nv', 2, '1 hour')", 'other');
+enqueue('nv', 6, 'other');
+is(claimed('nv', 5, 'other'), '2', '(b) two starts before the restart');
+sql("SELECT aion_wake.set_rate('neg', 1, '-1 year 360 days 1 hour')", 'other');
+is(sql("SELECT per FROM aion_wake.topics WHERE topic = 'neg'", 'other'),
+	'01:00:00', '(c) set_rate enforces a per of an hour');
+enqueue('neg', 6, 'other');
+is(claimed('neg', 5, 'other'), '1', '(c) one start before the restart');
+sql("SELECT aion_wake.set_rate('sv', 2, '1 hour')");
+enqueue('sv', 6);
+is(claimed('sv', 5), '2', '(d) two starts before the restart');
+
+$node->stop('fast');
+$node->start;
+
+sql(q{
+BEGIN;
+SELECT aion_wake.set_rate('nv', NULL);
+SELECT aion_wake.set_rate('nv', 2, '1 hour');
+COMMIT;}, 'other');
+is(claimed('nv', 5, 'other'), '0',
+	'(b) NULL then a rate in one transaction: the window is restored as full');
+my $neg = 0;
+$neg += claimed('neg', 5, 'other') for 1 .. 3;
+is($neg, 0, '(c) no start within the hour after the restart');
+is(sql("SELECT per FROM aion_wake.topics WHERE topic = 'neg'", 'other'),
+	'01:00:00', '(c) the per loaded after the restart is the per set');
+
+ok( $node->poll_query_until('postgres',
+		"SELECT max_starts = 2 FROM aion_wake.topics WHERE topic = 'sv'"),
+	'(d) the worker loaded the rate');
+is( sql(q{
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) FROM aion_wake.outbox WHERE topic = 'sv';
+SELECT count(*) FROM aion_wake.claim('sv', 5, '1 hour');
+COMMIT;}),
+	"6\n0", '(d) a claim under REPEATABLE READ: the window is full');
+
+# ---------------------------------------------------------------------
+# (e) pg_restore --data-only into a served database
+# ---------------------------------------------------------------------
+sql(q{
+SELECT aion_wake.set_rate('rs', 1, '1 hour'),
+       aion_wake.pause('ps', clock_timestamp() + '1 hour'),
+       aion_wake.set_limit('ls', 1);}, 'other');
+my $dump = $node->basedir . '/other.dump';
+$node->command_ok(
+	[ 'pg_dump', '-Fc', '-d', $node->connstr('other'), '-f', $dump ],
+	'(e) pg_dump of a database with a rate, a pause and a limit');
+aw_create_extension($node, 'dst');
+$node->command_ok(
+	[ 'pg_restore', '--data-only', '-d', $node->connstr('dst'), $dump ],
+	'(e) pg_restore --data-only into a served database');
+is( sql(q{SELECT string_agg(topic, ',' ORDER BY topic) FROM
+  (SELECT topic FROM aion_wake.rates UNION ALL SELECT topic FROM aion_wake.pauses
+   UNION ALL SELECT topic FROM aion_wake.limits) s
+ WHERE topic IN ('rs', 'ps', 'ls')}, 'dst'),
+	'ls,ps,rs', '(e) the settings are restored');
+enqueue($_, 3, 'dst') for qw(rs ps ls);
+my %took;
+for (1 .. 2)
+{
+	my $out = sql(q{
+SELECT topic, count(*) FROM aion_wake.claim(ARRAY['rs', 'ps', 'ls'], 9, '1 hour')
+ GROUP BY 1}, 'dst');
+	for (split /\n/, $out)
+	{
+		my ($t, $n) = split /\|/;
+		$took{$t} += $n;
+	}
+}
+cmp_ok($took{rs} // 0, '<=', 1, '(e) the restored rate holds');
+is($took{ps} // 0, 0, '(e) the restored pause holds');
+cmp_ok($took{ls} // 0, '<=', 1, '(e) the restored limit holds');
+
+# ---------------------------------------------------------------------
+# (f) the worker terminated while a claimer is blocked by the rate
+# ---------------------------------------------------------------------
+sql("SELECT aion_wake.set_rate('wk', 1, '3 s')");
+enqueue('wk', 3);
+my ($first) = split /\n/, sql(q{
+SELECT extract(epoch FROM leased_until - interval '1 hour')
+  FROM aion_wake.claim('wk', 1, '1 hour')});
+my $w = aw_waiter($node);
+aw_start($w, q{
+SELECT extract(epoch FROM leased_until - interval '1 hour')
+  FROM aion_wake.claim('wk', 1, '1 hour', '20 s')});
+ok( $node->poll_query_until('postgres',
+		"SELECT waiters = 1 FROM aion_wake.topics WHERE topic = 'wk'"),
+	'(f) a claimer blocks on the rate');
+my $old = aw_worker_pid($node);
+sql("SELECT pg_terminate_backend($old)");
+ok(defined aw_wait_new_worker($node, $old), '(f) a new worker runs');
+my ($w_out) = aw_finish($w);
+$w_out =~ s/\s+//g;
+ok($w_out ne '' && $w_out - $first >= 3 - 0.01 && $w_out - $first <= 3 + 2,
+	'(f) the new worker woke the claimer when the window admitted it')
+  or diag("started " . ($w_out eq '' ? 'nothing' : $w_out - $first) . " s after the first");
+$w->quit;
+
+$node->stop;
+
+# ---------------------------------------------------------------------
+# (g) a small cluster: the pool of rates and the topic table
+# ---------------------------------------------------------------------
+my $tiny = aw_node(
+	'rtiny', conf => q{
+aion_wake.max_rates = 2
+aion_wake.max_topics = 4
+});
+$tiny->safe_psql('postgres', 'CREATE DATABASE other');
+$tiny->safe_psql('other', 'CREATE EXTENSION aion_wake');
+aw_create_sqlstate_of($tiny);
+aw_create_sqlstate_of($tiny, 'other');
+$tiny->safe_psql('postgres',
+	"SELECT aion_wake.set_rate('t1', 1, '1 hour'), aion_wake.set_rate('t2', 1, '1 hour')");
+is( $tiny->safe_psql('postgres',
+		"SELECT sqlstate_of(\$\$SELECT aion_wake.set_rate('t3', 1, '1 hour')\$\$)"),
+	'53400', '(g) a third rate is refused with 53400');
+$tiny->safe_psql('postgres', "SELECT aion_wake.set_rate('t1', NULL)");
+is( $tiny->safe_psql('postgres',
+		"SELECT sqlstate_of(\$\$SELECT aion_wake.set_rate('t3', 1, '1 hour')\$\$)"),
+	'ok', '(g) a removal gives its log back');
+$tiny->safe_psql('postgres',
+	"SELECT aion_wake.set_rate('t2', NULL), aion_wake.set_rate('t3', NULL)");
+# a rate cuts a claim short in a database no worker serves, then goes
+$tiny->safe_psql('other', q{
+SELECT aion_wake.set_rate('lk', 1, '1 hour');
+SELECT count(aion_wake.enqueue('lk' || g, '{}', 'lk')) FROM generate_series(1, 3) g;
+SELECT count(*) FROM aion_wake.claim('lk', 3);
+SELECT aion_wake.set_rate('lk', NULL);});
+is( $tiny->safe_psql('other', q{
+BEGIN;
+SELECT aion_wake.set_limit('f1', 1), aion_wake.set_limit('f2', 1),
+       aion_wake.set_limit('f3', 1);
+SELECT sqlstate_of($$SELECT aion_wake.set_limit('f4', 1)$$);
+ROLLBACK;}),
+	"||\nok", '(g) the whole topic table is usable once every rate is gone');
+$tiny->stop;
+
+done_testing();
