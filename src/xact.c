@@ -356,7 +356,11 @@ aw_xact_record_limit(const char *topic, int32 max_in_flight, AwLiveLease *leases
  * A set_rate(), or a pause() or resume(), of a topic: as set_limit(), only
  * the last one of each kind of a topic in the transaction applies at
  * commit, and one rolled back to a savepoint gives the one before its say
- * again.
+ * again.  A set_rate() applies as it would alone, so it keeps what the
+ * table held before the transaction: had_rate of the earlier call (which
+ * read the table before this transaction wrote it), since a removal
+ * earlier in the transaction hides the rate the table held from a later
+ * call's look.
  */
 AwRateSetting *
 aw_xact_record_rate(const char *topic, const AwRateSetting *s)
@@ -376,6 +380,7 @@ aw_xact_record_rate(const char *topic, const AwRateSetting *s)
 		{
 			p->superseded = true;
 			r->first = p;
+			r->rate.had_rate |= p->rate.had_rate;
 			break;
 		}
 	}
