@@ -274,10 +274,7 @@ aw_rates_load_topic(const char *topic)
 
 	args[0] = CStringGetTextDatum(topic);
 	(void) aw_plan_run_latest(aw_plan_prepare(&plan,
-											  "SELECT r.max_starts, "
-											  "       (pg_catalog.date_part('epoch', r.per) OPERATOR(pg_catalog.*) "
-											  "        1000000::pg_catalog.float8)::pg_catalog.int8, "
-											  "       p.paused_until "
+											  "SELECT r.max_starts, r.per, p.paused_until "
 											  "  FROM (SELECT $1 AS topic) t "
 											  "  LEFT JOIN aion_wake.rates r ON r.topic OPERATOR(pg_catalog.=) t.topic "
 											  "  LEFT JOIN aion_wake.pauses p ON p.topic OPERATOR(pg_catalog.=) t.topic",
@@ -287,8 +284,19 @@ aw_rates_load_topic(const char *topic)
 	if (!isnull)
 	{
 		max_starts = DatumGetInt32(d);
-		per = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
-										  &isnull));
+
+		/*
+		 * As set_rate() counted it (months of 30 days), which the table's
+		 * CHECK agrees with; not date_part('epoch'), whose years of 365.25
+		 * days made '-1 year 360 days 1 hour' (an hour for set_rate) a
+		 * negative window: no rate at all after a restart.  Out of the
+		 * bounds only by a hand-made row: the longest window then.
+		 */
+		if (!aw_interval_us(DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0],
+															SPI_tuptable->tupdesc, 2,
+															&isnull)), &per) ||
+			per < AW_RATE_MIN_PER_US || per > AW_RATE_MAX_PER_US)
+			per = AW_RATE_MAX_PER_US;
 	}
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
 	if (!isnull)
