@@ -72,7 +72,11 @@ sub claimed
 # ---------------------------------------------------------------------
 # A trigger holds claim A between its reservation and its statement's end
 # (a hostile application may add one; a slow statement does the same).
-sql(q{
+# In the served database, and in one no worker serves.
+sub gate
+{
+	my ($db) = @_;
+	sql(q{
 CREATE FUNCTION public.hold() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	IF NEW.topic = 'gate' THEN
@@ -83,37 +87,41 @@ END $$;
 CREATE TRIGGER hold BEFORE UPDATE ON aion_wake.outbox
 	FOR EACH ROW EXECUTE FUNCTION public.hold();
 SELECT aion_wake.set_rate('gate', 1, '2 s');
-});
-enqueue('gate', 3);
-my $holder = aw_session($node);
-$holder->query_safe('SELECT pg_advisory_lock(4242)');
-my $a = aw_session($node);
-$a->query_safe('BEGIN');
-aw_start($a, q{
+}, $db);
+	enqueue('gate', 3, $db);
+	my $holder = aw_session($node, $db);
+	$holder->query_safe('SELECT pg_advisory_lock(4242)');
+	my $a = aw_session($node, $db);
+	$a->query_safe('BEGIN');
+	aw_start($a, q{
 SELECT extract(epoch FROM leased_until - interval '1 hour')
   FROM aion_wake.claim('gate', 1, '1 hour')});
-ok( $node->poll_query_until('postgres', qq{
+	ok( $node->poll_query_until($db, qq{
 SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $a->{pid}}),
-	'(a) claim A holds its reservation, stopped by the trigger');
-my $b = aw_waiter($node);
-aw_start($b, q{
+		"(a) $db: claim A holds its reservation, stopped by the trigger");
+	my $b = aw_waiter($node, $db);
+	aw_start($b, q{
 SELECT extract(epoch FROM leased_until - interval '1 hour')
   FROM aion_wake.claim('gate', 1, '1 hour', '12 s')});
-ok( $node->poll_query_until('postgres',
-		"SELECT waiters = 1 FROM aion_wake.topics WHERE topic = 'gate'"),
-	'(a) claimer B blocks: the window is full of A\'s reservation');
-$holder->query_safe('SELECT pg_advisory_unlock(4242)');
-my ($a_out) = aw_finish($a);
-$a_out =~ s/\s+//g;
-my ($b_out) = aw_finish($b);
-$b_out =~ s/\s+//g;
-ok($a_out ne '' && $b_out ne '', '(a) both claims took a row');
-cmp_ok($b_out - $a_out, '>=', 2 - 0.01, '(a) B started no earlier than A + per');
-cmp_ok($b_out - $a_out, '<=', 2 + $prompt,
-	'(a) B was woken when A\'s start left the window, not at its deadline');
-$a->query_safe('COMMIT');
-sql('DROP TRIGGER hold ON aion_wake.outbox');
-$_->quit for ($holder, $a, $b);
+	ok( $node->poll_query_until($db,
+			"SELECT waiters = 1 FROM aion_wake.topics WHERE topic = 'gate'"),
+		"(a) $db: claimer B blocks: the window is full of A's reservation");
+	$holder->query_safe('SELECT pg_advisory_unlock(4242)');
+	my ($a_out) = aw_finish($a);
+	$a_out =~ s/\s+//g;
+	my ($b_out) = aw_finish($b);
+	$b_out =~ s/\s+//g;
+	ok($a_out ne '' && $b_out ne '', "(a) $db: both claims took a row");
+	cmp_ok($b_out - $a_out, '>=', 2 - 0.01, "(a) $db: B started no earlier than A + per");
+	cmp_ok($b_out - $a_out, '<=', 2 + $prompt,
+		"(a) $db: B was woken when A's start left the window, not at its deadline");
+	$a->query_safe('COMMIT');
+	sql('DROP TRIGGER hold ON aion_wake.outbox', $db);
+	$_->quit for ($holder, $a, $b);
+	return;
+}
+gate('postgres');
+gate('other');
 
 # ---------------------------------------------------------------------
 # (b), (c), (d): shared memory lost
