@@ -728,11 +728,21 @@ aw_limits_return(AwReserveRecord *rec, int32 used)
 {
 	if (rec->rate_left > 0)
 	{
-		int32		wake = aw_ledger_rate_return(rec->topic, rec->rate_left, used);
+		bool		retime;
+		int32		wake = aw_ledger_rate_return(rec->topic, rec->rate_left, used,
+												 &retime);
 
 		rec->rate_left = 0;
 		if (wake > 0)
 			aw_waiters_wake(MyDatabaseId, rec->topic, wake);
+		else if (retime)
+		{
+			/* the window's next moment is known now: have it timed */
+			if (aw_database_is_served())
+				aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
+			else
+				aw_waiters_wake(MyDatabaseId, rec->topic, 1);
+		}
 	}
 	rec->left -= used;
 	if (rec->left > 0)
@@ -812,7 +822,8 @@ aw_limits_at_commit_limit(const char *topic, int32 max_in_flight, int32 old_max,
 void
 aw_limits_at_abort_reserve(const AwReserveRecord *rec)
 {
-	int32		wake = aw_ledger_rate_return(rec->topic, rec->rate_left, 0);
+	bool		retime;
+	int32		wake = aw_ledger_rate_return(rec->topic, rec->rate_left, 0, &retime);
 
 	aw_ledger_unreserve(rec->topic, rec->left, rec->handing, rec->n_handing);
 	if (wake > 0)

@@ -234,14 +234,20 @@ aw_rate_admit(AwTopic *t, int32 want, TimestampTz now, bool *blocked)
  * After a claim's statement: of the reserved starts it reserved, used
  * became rows; they are logged now, and the reservation goes.  Returns
  * how many blocked claimers to wake for starts it did not use (they may
- * have found none free because of this reservation).
+ * have found none free because of this reservation).  *retime when the
+ * topic is blocked and starts were logged: whoever last timed it (the
+ * worker, or a claimer asleep in a database no worker serves) may have
+ * found the window full of reservations alone, whose moment is unknown
+ * (aw_rate_window_next returns 0), and must look again now that it is
+ * known, or the blocked claimers sleep past it.
  */
 int32
-aw_ledger_rate_return(const char *topic, int32 reserved, int32 used)
+aw_ledger_rate_return(const char *topic, int32 reserved, int32 used, bool *retime)
 {
 	AwTopic    *t;
 	int32		wake = 0;
 
+	*retime = false;
 	if (reserved <= 0)
 		return 0;
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
@@ -256,6 +262,7 @@ aw_ledger_rate_return(const char *topic, int32 reserved, int32 used)
 							   r->max_starts);
 		if (reserved > used && r->blocked)
 			wake = reserved - used;
+		*retime = (used > 0 && r->blocked);
 		aw_rate_give_log(r);
 		aw_topic_update_quiet(t);
 	}
