@@ -345,7 +345,7 @@ aw_ledger_rate_end(const char *topic, bool set_rate, int32 max_starts, int64 per
 		{
 			int64		after = aw_rate_free(t, now, &moment);
 
-			if (after == PG_INT32_MAX && before < PG_INT32_MAX)
+			if (after == PG_INT32_MAX && (before < PG_INT32_MAX || t->rate.blocked))
 				wake = -1;
 			else if (after > before)
 				wake = (int32) (after - before);
@@ -354,6 +354,15 @@ aw_ledger_rate_end(const char *topic, bool set_rate, int32 max_starts, int64 per
 				aw_rate_block(t);
 				*blocked = true;
 			}
+
+			/*
+			 * Neither a rate nor a pause holds the topic back any more: its
+			 * blocked claimers are all woken, and nobody need time it.  Left
+			 * blocked, a topic of a database no worker serves (where only
+			 * the worker unblocks) stayed in the topic table for ever.
+			 */
+			if (after == PG_INT32_MAX)
+				aw_rate_unblock(t);
 		}
 		aw_rate_give_log(r);
 		aw_topic_update_quiet(t);
@@ -491,8 +500,17 @@ aw_ledger_rate_moment(const char *topic)
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
+		/*
+		 * It may start rows now: this claimer looks at once, and the mark
+		 * goes, as the worker's look takes it off in a served database
+		 * (a claimer cut short again marks it again).
+		 */
 		if (aw_rate_free(t, now, &moment) > 0)
+		{
 			moment = now;
+			aw_rate_unblock(t);
+			aw_topic_update_quiet(t);
+		}
 	}
 	LWLockRelease(aw_shared->lock);
 	return moment;
