@@ -14,6 +14,7 @@
 #define AW_WORKER_SLOTS_H
 
 #include "datatype/timestamp.h"
+#include "executor/spi.h"
 #include "nodes/pg_list.h"
 #include "storage/spin.h"
 
@@ -56,6 +57,7 @@ extern AwWorkerSlot *aw_worker_slot(int index);
 extern AwWorkerSlot *aw_worker_slot_for(Oid dbid);
 extern AwWorkerSlot *aw_worker_slot_named(const char *dbname);
 extern void aw_wake_worker(Oid dbid);
+extern uint64 aw_settings_run(SPIPlanPtr plan, Datum *args, int expected);
 extern void aw_nudge_worker(Oid dbid);
 
 #endif							/* AW_WORKER_SLOTS_H */

@@ -579,19 +579,19 @@ aw_set_limit(PG_FUNCTION_ARGS)
 	args[1] = Int32GetDatum(max_in_flight);
 	args[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 	if (max_in_flight > 0)
-		(void) aw_plan_run(aw_plan_prepare(&upsert_plan,
+		(void) aw_settings_run(aw_plan_prepare(&upsert_plan,
 										   "INSERT INTO aion_wake.limits AS l (topic, max_in_flight, updated_at) "
 										   "VALUES ($1, $2, $3) ON CONFLICT (topic) DO UPDATE "
 										   "   SET max_in_flight = EXCLUDED.max_in_flight, "
 										   "       updated_at = EXCLUDED.updated_at",
 										   3, types),
-						   args, NULL, SPI_OK_INSERT);
+						   args, SPI_OK_INSERT);
 	else
-		(void) aw_plan_run(aw_plan_prepare(&delete_plan,
+		(void) aw_settings_run(aw_plan_prepare(&delete_plan,
 										   "DELETE FROM aion_wake.limits "
 										   " WHERE topic OPERATOR(pg_catalog.=) $1",
 										   1, types),
-						   args, NULL, SPI_OK_DELETE);
+						   args, SPI_OK_DELETE);
 
 	/*
 	 * A topic that gets its first limit takes in its live leases: counted

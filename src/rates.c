@@ -50,6 +50,7 @@
 #include "aw_rates.h"
 #include "aw_settings.h"
 #include "aw_waiters.h"
+#include "aw_worker_slots.h"
 #include "aw_xact.h"
 
 PG_FUNCTION_INFO_V1(aw_set_rate);
@@ -149,19 +150,19 @@ aw_set_rate(PG_FUNCTION_ARGS)
 											 1, types),
 							 args, NULL, SPI_OK_SELECT) > 0;
 	if (s.max_starts > 0)
-		(void) aw_plan_run(aw_plan_prepare(&upsert_plan,
+		(void) aw_settings_run(aw_plan_prepare(&upsert_plan,
 										   "INSERT INTO aion_wake.rates AS r (topic, max_starts, per, updated_at) "
 										   "VALUES ($1, $2, $3, $4) ON CONFLICT (topic) DO UPDATE "
 										   "   SET max_starts = EXCLUDED.max_starts, per = EXCLUDED.per, "
 										   "       updated_at = EXCLUDED.updated_at",
 										   4, types),
-						   args, NULL, SPI_OK_INSERT);
+						   args, SPI_OK_INSERT);
 	else
-		(void) aw_plan_run(aw_plan_prepare(&delete_plan,
+		(void) aw_settings_run(aw_plan_prepare(&delete_plan,
 										   "DELETE FROM aion_wake.rates "
 										   " WHERE topic OPERATOR(pg_catalog.=) $1",
 										   1, types),
-						   args, NULL, SPI_OK_DELETE);
+						   args, SPI_OK_DELETE);
 	SPI_finish();
 	aw_rates_record(topic, &s);
 	PG_RETURN_VOID();
@@ -187,19 +188,19 @@ aw_pause_topic(const char *topic, TimestampTz until)
 	args[1] = TimestampTzGetDatum(until);
 	args[2] = TimestampTzGetDatum(now);
 	if (s.paused_until != 0)
-		(void) aw_plan_run(aw_plan_prepare(&upsert_plan,
+		(void) aw_settings_run(aw_plan_prepare(&upsert_plan,
 										   "INSERT INTO aion_wake.pauses AS p (topic, paused_until, updated_at) "
 										   "VALUES ($1, $2, $3) ON CONFLICT (topic) DO UPDATE "
 										   "   SET paused_until = EXCLUDED.paused_until, "
 										   "       updated_at = EXCLUDED.updated_at",
 										   3, types),
-						   args, NULL, SPI_OK_INSERT);
+						   args, SPI_OK_INSERT);
 	else
-		(void) aw_plan_run(aw_plan_prepare(&delete_plan,
+		(void) aw_settings_run(aw_plan_prepare(&delete_plan,
 										   "DELETE FROM aion_wake.pauses "
 										   " WHERE topic OPERATOR(pg_catalog.=) $1",
 										   1, types),
-						   args, NULL, SPI_OK_DELETE);
+						   args, SPI_OK_DELETE);
 	SPI_finish();
 	aw_rates_record(topic, &s);
 }
