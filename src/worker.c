@@ -804,8 +804,15 @@ aw_worker_main(Datum main_arg)
 		/* sleep until an event or the next deadline */
 		now = GetCurrentTimestamp();
 		next = aw_worker_next_deadline(now);
+		/*
+		 * WaitEventSetWait takes at most INT_MAX ms (it asserts so, and
+		 * hands the timeout on as an int): a deadline further ahead, such
+		 * as the end of pause(topic, now() + '30 days'), is looked at again
+		 * after that long, instead of being cut to a negative int (wait
+		 * for ever) or tripping the assertion.
+		 */
 		if (next != 0)
-			timeout = Max(0, (long) ((next - now + 999) / 1000));
+			timeout = (long) Max(0, Min((next - now + 999) / 1000, (int64) INT_MAX));
 
 		if (wait_set == NULL || wait_generation != aw_listener_generation())
 		{
