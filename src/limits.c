@@ -881,7 +881,7 @@ aw_limits_drop_callback(XactEvent event, void *arg)
 			aw_ledger_forget_rates(dbid);
 		}
 			if (slot != NULL)
-				slot->limits_loaded = false;
+				aw_worker_slot_unload(slot);
 		}
 	}
 	aw_dropped_dbs = NIL;		/* was in TopTransactionContext */

@@ -265,6 +265,21 @@ aw_slot_index_named(const char *dbname)
 static void aw_ddl_xact_callback(XactEvent event, void *arg);
 
 /*
+ * The settings of the slot's database must be loaded again.  The count
+ * tells a load that began before this (and may have read the tables as
+ * they were) not to mark them loaded when it ends (aw_worker_load_limits).
+ * Never raises.
+ */
+void
+aw_worker_slot_unload(AwWorkerSlot *slot)
+{
+	SpinLockAcquire(&slot->mutex);
+	slot->limits_loaded = false;
+	slot->limits_gen++;
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
  * Run a set_limit(), set_rate(), pause() or resume() statement on its
  * table: those apply to the set themselves, at their commit, so their
  * writes are not news to the worker (aw_settings_written).
@@ -336,9 +351,12 @@ aw_ddl_xact_callback(XactEvent event, void *arg)
 	{
 		AwWorkerSlot *slot = aw_worker_slot_for(MyDatabaseId);
 
-		/* a new aion_wake.limits (or the first, from 1.0): load it again */
+		/*
+		 * a new aion_wake.limits (or the first, from 1.0), or settings
+		 * written by hand: load them again
+		 */
 		if (slot != NULL)
-			slot->limits_loaded = false;
+			aw_worker_slot_unload(slot);
 		aw_wake_worker(MyDatabaseId);
 	}
 	aw_extension_changed = false;
