@@ -22,6 +22,9 @@
 #       hold;
 #   (f) held: the worker terminated while a claimer is blocked by a rate:
 #       the new worker wakes it when the window admits it;
+#   (h) broke: three claimers blocked by a rate of one start per second
+#       are woken one per second, not one and then the others at their
+#       deadline;
 #   (g) on a small cluster (aion_wake.max_rates = 2, max_topics = 4):
 #       held: the third rate is refused with 53400 and a removal gives its
 #       log back; broke: a topic whose claims a rate cut short, in a
@@ -225,6 +228,49 @@ ok($w_out ne '' && $w_out - $first >= 3 - 0.01 && $w_out - $first <= 3 + 2,
 	'(f) the new worker woke the claimer when the window admitted it')
   or diag("started " . ($w_out eq '' ? 'nothing' : $w_out - $first) . " s after the first");
 $w->quit;
+
+# ---------------------------------------------------------------------
+# (h) several claimers blocked by the rate: each is woken in its turn
+# ---------------------------------------------------------------------
+# The worker's look at the window's end wakes one claimer per free start
+# and takes the topic's mark off; the claimer woken fills the window
+# without being cut short, so the next end must be timed all the same.
+sql("SELECT aion_wake.set_rate('turn', 1, '1 s')");
+enqueue('turn', 4);
+my ($t0) = split /\n/, sql(q{
+SELECT extract(epoch FROM leased_until - interval '1 hour')
+  FROM aion_wake.claim('turn', 1, '1 hour')});
+my @turn = map { aw_waiter($node) } 1 .. 3;
+for my $i (0 .. 2)
+{
+	aw_start($turn[$i], q{
+SELECT extract(epoch FROM leased_until - interval '1 hour')
+  FROM aion_wake.claim('turn', 1, '1 hour', '10 s')});
+	ok( $node->poll_query_until('postgres',
+			"SELECT waiters = " . ($i + 1) . " FROM aion_wake.topics WHERE topic = 'turn'"),
+		"(h) claimer $i blocks on the rate");
+}
+my @took;
+for my $h (@turn)
+{
+	my ($out) = aw_finish($h);
+	$out =~ s/\s+//g;
+	push @took, $out if $out ne '';
+	$h->quit;
+}
+@took = sort { $a <=> $b } @took;
+is(scalar(@took), 3, '(h) each of the three blocked claimers took a row');
+ok( @took == 3 && $took[2] - $t0 <= 3 + 2 * $prompt,
+	'(h) the third started within its turn (3 s after the first start), not at its deadline')
+  or diag('starts after the first: ' . join(', ', map { sprintf('%.2f', $_ - $t0) } @took));
+my $gaps_ok = 1;
+my $prev = $t0;
+for (@took)
+{
+	$gaps_ok = 0 if $_ - $prev < 1 - 0.01;
+	$prev = $_;
+}
+ok($gaps_ok, '(h) no two starts less than per apart');
 
 $node->stop;
 
