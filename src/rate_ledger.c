@@ -205,7 +205,7 @@ aw_rate_free(AwTopic *t, TimestampTz now, TimestampTz *moment)
 /*
  * A claim of the topic wants want rows: how many may start now.  A claim
  * cut short marks the topic blocked (*blocked: it was not, and the worker
- * must time it) and is counted.  The caller reserves
+ * must time it) and is counted; one that fills the window marks it too.  The caller reserves
  * what it takes (rate.reserved).  Caller holds the set lock exclusively.
  */
 int32
@@ -226,6 +226,19 @@ aw_rate_admit(AwTopic *t, int32 want, TimestampTz now, bool *blocked)
 		else
 			aw_shared->counters.claims_rate_delayed++;
 		return (int32) free_starts;
+	}
+
+	/*
+	 * A claim that fills the window marks the topic blocked too, so that
+	 * the worker times the window's next end.  The worker's look takes the
+	 * mark off as it wakes one claimer per free start; a claimer it woke
+	 * is not cut short, and without this the claimers still asleep were
+	 * timed by nobody until another claim was cut short.
+	 */
+	if (free_starts == want && t->rate.max_starts > 0)
+	{
+		*blocked = !t->rate.blocked;
+		aw_rate_block(t);
 	}
 	return want;
 }
