@@ -120,9 +120,26 @@ SELECT count(*) FROM aion_wake.claim('tp', 1);
 PREPARE TRANSACTION 'aw_limited_claim';
 SELECT count(*) AS nothing_prepared FROM pg_prepared_xacts;
 
+-- the log of starts is a ring of 256 runs: a rate of 256 logs each start
+-- on its own, a rate of 300 groups them; both admit exactly max_starts,
+-- one claim at a time (each called anew: its arguments name the row)
+SELECT aion_wake.set_rate('ring', 256, '1 hour'), aion_wake.set_rate('ring2', 300, '1 hour');
+SELECT count(aion_wake.enqueue(t || '-' || g, '{}', t))
+  FROM generate_series(1, 310) g, unnest(ARRAY['ring', 'ring2']) t;
+SELECT t AS topic, count(c.*)
+  FROM unnest(ARRAY['ring', 'ring2']) t, generate_series(1, 310) g,
+       LATERAL aion_wake.claim(t, 1 + 0 * g) c
+ GROUP BY 1 ORDER BY 1;
+SELECT topic, window_starts, next_start_at > clock_timestamp() + '59 min' AS in_an_hour
+  FROM aion_wake.topics WHERE topic IN ('ring', 'ring2') ORDER BY 1;
+-- a lowering below what the ring holds lets it drain
+SELECT aion_wake.set_rate('ring2', 10, '1 hour');
+SELECT count(*) AS none_while_over FROM aion_wake.claim('ring2', 5);
+
 -- clean up
-DELETE FROM aion_wake.outbox WHERE topic IN ('a2', 'hr', 'hb', 'un', 'rr', 'tp');
-SELECT aion_wake.set_rate(topic, NULL) FROM aion_wake.rates WHERE topic IN ('hr', 'rr', 'a2');
+DELETE FROM aion_wake.outbox WHERE topic IN ('a2', 'hr', 'hb', 'un', 'rr', 'tp', 'ring', 'ring2');
+SELECT aion_wake.set_rate(topic, NULL) FROM aion_wake.rates
+ WHERE topic IN ('hr', 'rr', 'a2', 'ring', 'ring2') ORDER BY topic;
 SELECT aion_wake.set_limit(topic, NULL) FROM aion_wake.limits WHERE topic IN ('hb', 'tp');
 SELECT aion_wake.resume('hb');
 SELECT (SELECT count(*) FROM aion_wake.rates) AS rates, (SELECT count(*) FROM aion_wake.pauses) AS pauses;
