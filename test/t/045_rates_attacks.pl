@@ -25,6 +25,13 @@
 #   (h) broke: three claimers blocked by a rate of one start per second
 #       are woken one per second, not one and then the others at their
 #       deadline;
+#   (i) held: a pulse spent by a claimer blocked on a rated topic, whose
+#       rows are all parked: its claiming round takes no more than the
+#       window's starts;
+#   (j) broke: a claim that waited for its topic's lock after reading
+#       its clock was admitted when the window had room but stamped its
+#       rows' lease start (the start as the tests read it) with the
+#       earlier clock, inside the window of the start before it;
 #   (g) on a small cluster (aion_wake.max_rates = 2, max_topics = 4):
 #       held: the third rate is refused with 53400 and a removal gives its
 #       log back; broke: a topic whose claims a rate cut short, in a
@@ -44,6 +51,7 @@ my $prompt = 0.5;
 my $node = aw_node(
 	'rattack',
 	databases => 'postgres, dst',
+	init => { allows_streaming => 1 },    # (j): a synchronous commit
 	conf => q{
 statement_timeout = '90s'
 });
@@ -271,6 +279,80 @@ for (@took)
 	$prev = $_;
 }
 ok($gaps_ok, '(h) no two starts less than per apart');
+
+# ---------------------------------------------------------------------
+# (i) a pulse spent by a claimer blocked on a rated topic
+# ---------------------------------------------------------------------
+# The rows are parked: the blocked claimer, handed the pulse, claims them
+# straight from their fences (a claiming round); every one is a start.
+sql("SELECT aion_wake.set_rate('pz', 2, '1 hour')");
+aw_park_rows($node, 'pz', qw(pz1 pz2 pz3));
+my $pz = aw_waiter($node);
+aw_start($pz, q{
+SELECT dispatch_key FROM aion_wake.claim('pz', 5, '1 hour', '10 s')});
+ok( $node->poll_query_until('postgres',
+		"SELECT waiters = 1 FROM aion_wake.topics WHERE topic = 'pz'"),
+	'(i) a claimer blocks: every row of the topic is parked');
+sql("SELECT aion_wake.pulse('pz', 3)");
+my ($pz_out) = aw_finish($pz);
+my @pz_rows = grep { $_ ne '' } split /\n/, $pz_out;
+is(scalar(@pz_rows), 2, '(i) the claimer spent the pulse on two parked rows: the rate\'s two starts');
+is(claimed('pz', 5), '0', '(i) the window is full: the row re-offered is not claimed');
+is(sql("SELECT window_starts FROM aion_wake.topics WHERE topic = 'pz'"), '2',
+	'(i) two starts in the window');
+$pz->quit;
+
+# ---------------------------------------------------------------------
+# (j) a claim that waits for its topic's lock stamps its start after it
+# ---------------------------------------------------------------------
+# A row's start, as the tests read it, is its lease's start
+# (leased_until - lease).  A claim read its clock before it took its
+# topic's lock and reserved its starts: held at that lock (here by a
+# set_limit() whose commit waits for a synchronous standby that never
+# comes), it was admitted once the window had room, but stamped with the
+# earlier clock, inside the window of the start before it.
+$node->safe_psql('postgres', q{
+ALTER SYSTEM SET synchronous_standby_names = 'nobody';
+ALTER SYSTEM SET synchronous_commit = 'local';
+SELECT pg_reload_conf();});
+ok( $node->poll_query_until('postgres',
+		"SELECT current_setting('synchronous_standby_names') = 'nobody' "
+		  . "AND current_setting('synchronous_commit') = 'local'"),
+	'(j) only a session that asks for it waits for a synchronous standby');
+sql("SELECT aion_wake.set_rate('st', 1, '2 s')");
+enqueue('st', 3);
+my ($n1) = split /\n/, sql(q{
+SELECT extract(epoch FROM leased_until - interval '1 hour')
+  FROM aion_wake.claim('st', 1, '1 hour')});
+my $syncer = aw_session($node);
+$syncer->query_safe('SET synchronous_commit = on');
+aw_start($syncer, "SELECT aion_wake.set_limit('st', 100)");
+ok( aw_poll_for($node, 'postgres', qq{
+SELECT wait_event = 'SyncRep' FROM pg_stat_activity WHERE pid = $syncer->{pid}}, 30),
+	'(j) set_limit\'s commit waits, its topic lock held')
+  or BAIL_OUT('(j) a commit did not wait for the synchronous standby');
+my $c2 = aw_session($node);
+aw_start($c2, q{
+SELECT extract(epoch FROM leased_until - interval '1 hour')
+  FROM aion_wake.claim('st', 1, '1 hour')});
+ok( $node->poll_query_until('postgres', qq{
+SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $c2->{pid}}),
+	'(j) a claim waits for the topic lock');
+ok( $node->poll_query_until('postgres',
+		"SELECT extract(epoch FROM clock_timestamp()) >= $n1 + 2.2"),
+	'(j) the first start has left the window');
+sql("SELECT pg_cancel_backend($syncer->{pid})");
+aw_finish($syncer);
+my ($n2) = aw_finish($c2);
+$n2 =~ s/\s+//g;
+ok($n2 ne '', '(j) the claim that waited took a row');
+cmp_ok($n2 - $n1, '>=', 2 - 0.01,
+	'(j) its start is stamped no earlier than the first start + per');
+$node->safe_psql('postgres', q{
+ALTER SYSTEM RESET synchronous_standby_names;
+ALTER SYSTEM RESET synchronous_commit;
+SELECT pg_reload_conf();});
+$_->quit for ($syncer, $c2);
 
 $node->stop;
 
