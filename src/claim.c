@@ -387,8 +387,6 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		mask &= ~c->missing;
 	}
 
-	now = GetCurrentTimestamp();
-	c->lease_end = aw_clock_plus(now, c->lease);
 	c->claimed = 0;
 	c->nleases = 0;
 	if (aw_claim_reserve(c, mask, limits) == 0)
@@ -396,6 +394,16 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		aw_claim_open_leases(c);
 		return 0;
 	}
+
+	/*
+	 * The clock of the attempt, read once its topic locks are held and its
+	 * starts reserved: a row's lease starts at it, and must not start
+	 * before the rate admitted it.  Read before, a claim that waited for
+	 * its topic's lock (held by a set_limit()'s commit) dated its rows'
+	 * starts back into the window of the starts before them.
+	 */
+	now = GetCurrentTimestamp();
+	c->lease_end = aw_clock_plus(now, c->lease);
 	c->leases_room = Min(c->max_rows, 64);
 	c->leases = palloc(sizeof(AwLiveLease) * c->leases_room);
 
