@@ -212,6 +212,29 @@ cmp_ok($took{rs} // 0, '<=', 1, '(e) the restored rate holds');
 is($took{ps} // 0, 0, '(e) the restored pause holds');
 cmp_ok($took{ls} // 0, '<=', 1, '(e) the restored limit holds');
 
+# a whole pg_restore into the served database, made anew: the worker
+# loads at CREATE EXTENSION's commit, the settings' COPY comes after
+sql('DROP EXTENSION aion_wake', 'dst');
+sql('DROP SCHEMA aion_wake CASCADE', 'dst');
+$node->command_ok([ 'pg_restore', '-d', $node->connstr('dst'), $dump ],
+	'(e) a whole pg_restore into the served database');
+enqueue($_, 3, 'dst') for qw(rs ps ls);
+%took = ();
+for (1 .. 2)
+{
+	my $out = sql(q{
+SELECT topic, count(*) FROM aion_wake.claim(ARRAY['rs', 'ps', 'ls'], 9, '1 hour')
+ GROUP BY 1}, 'dst');
+	for (split /\n/, $out)
+	{
+		my ($t, $n) = split /\|/;
+		$took{$t} += $n;
+	}
+}
+cmp_ok($took{rs} // 0, '<=', 1, '(e) whole restore: the rate holds');
+is($took{ps} // 0, 0, '(e) whole restore: the pause holds');
+cmp_ok($took{ls} // 0, '<=', 1, '(e) whole restore: the limit holds');
+
 # ---------------------------------------------------------------------
 # (f) the worker terminated while a claimer is blocked by the rate
 # ---------------------------------------------------------------------
