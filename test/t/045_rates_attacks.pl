@@ -36,7 +36,11 @@
 #       held: the third rate is refused with 53400 and a removal gives its
 #       log back; broke: a topic whose claims a rate cut short, in a
 #       database no worker serves, stayed in the topic table for ever after
-#       its rate was removed, so the table filled up.
+#       its rate was removed, so the table filled up;
+#   (k) broke: set_rate() and pause() in the transaction that dropped the
+#       extension applied after the drop had forgotten the database's
+#       rates and pauses: the extension made again had a rate and a pause
+#       that no table showed.
 
 use strict;
 use warnings;
@@ -415,6 +419,29 @@ SELECT aion_wake.set_limit('f1', 1), aion_wake.set_limit('f2', 1),
 SELECT sqlstate_of($$SELECT aion_wake.set_limit('f4', 1)$$);
 ROLLBACK;}),
 	"||\nok", '(g) the whole topic table is usable once every rate is gone');
+# set_rate() and pause() in the transaction that drops the extension: the
+# drop forgets the database's rates and pauses at its commit, and must not
+# be undone by them; the extension made again has none
+$tiny->safe_psql('postgres', 'CREATE DATABASE ghost');
+$tiny->safe_psql('ghost', q{
+CREATE EXTENSION aion_wake;
+BEGIN;
+SELECT aion_wake.set_rate('gh', 1, '1 hour');
+SELECT aion_wake.pause('gp', clock_timestamp() + '1 day');
+DROP EXTENSION aion_wake;
+COMMIT;
+CREATE EXTENSION aion_wake;});
+is( $tiny->safe_psql('ghost', q{
+SELECT count(*) FROM aion_wake.topics
+ WHERE max_starts IS NOT NULL OR paused_until IS NOT NULL}),
+	'0', '(k) no rate or pause outlives DROP EXTENSION in its transaction');
+$tiny->safe_psql('ghost', q{
+SELECT count(aion_wake.enqueue(t || g, '{}', t))
+  FROM generate_series(1, 3) g, unnest(ARRAY['gh', 'gp']) t});
+is( $tiny->safe_psql('ghost',
+		"SELECT count(*) FROM aion_wake.claim(ARRAY['gh', 'gp'], 9)"),
+	'6', '(k) claims of the extension made again are held back by nothing');
+
 $tiny->stop;
 
 done_testing();
