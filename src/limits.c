@@ -96,7 +96,6 @@ static TransactionId aw_limit_locked_xid = InvalidTransactionId;
 
 /* databases whose limits this transaction's DROP gives back at commit */
 static List *aw_dropped_dbs = NIL;
-static bool aw_drop_callback_registered = false;
 static object_access_hook_type prev_object_access_hook = NULL;
 
 static uint32
@@ -909,18 +908,22 @@ aw_limits_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 		aw_dropped_dbs = lappend_oid(aw_dropped_dbs,
 									 classId == DatabaseRelationId ? objectId : MyDatabaseId);
 		MemoryContextSwitchTo(oldcontext);
-		if (!aw_drop_callback_registered)
-		{
-			RegisterXactCallback(aw_limits_drop_callback, NULL);
-			aw_drop_callback_registered = true;
-		}
 	}
 }
 
-/* Install the object access hook (from _PG_init, when preloaded). */
+/*
+ * Install the object access hook (from _PG_init, when preloaded), and the
+ * callback that forgets a dropped database's settings at the commit.  The
+ * callback is registered here, before any other of aion_wake's (they
+ * register on first use), because PostgreSQL calls the callbacks
+ * registered last first: the settings that set_limit(), set_rate() and
+ * pause() of the dropping transaction apply at its commit must be applied
+ * before the drop forgets them, or they outlive the extension.
+ */
 void
 aw_limits_init(void)
 {
 	prev_object_access_hook = object_access_hook;
 	object_access_hook = aw_limits_object_access;
+	RegisterXactCallback(aw_limits_drop_callback, NULL);
 }
