@@ -9,6 +9,11 @@
 #       window's last start as a reservation is woken when that start
 #       leaves the window, after the reservation became a logged start
 #       (the claim's transaction still open: no commit wakes the worker);
+#   (l) broke: in a database no worker serves, a claim in the transaction
+#       that called pause() or set_rate() loaded the uncommitted pause and
+#       rate into shared memory, where they stayed after its rollback;
+#       and a claim under REPEATABLE READ whose snapshot still held a
+#       pause ended since by resume() took nothing;
 #   (b) broke: after shared memory is lost, set_rate(t, NULL) and
 #       set_rate(t, n, per) in one transaction (in a database no worker
 #       serves, before the rate is loaded) restore the window as full, as
@@ -137,6 +142,35 @@ SELECT extract(epoch FROM leased_until - interval '1 hour')
 }
 gate('postgres');
 gate('other');
+
+# ---------------------------------------------------------------------
+# (l) a database no worker serves loads a topic's settings at a claim
+# ---------------------------------------------------------------------
+# A claim in the transaction that called pause() or set_rate() found the
+# table's (uncommitted) row missing from shared memory and loaded it:
+# the transaction rolled back, and the pause and the rate stayed.
+enqueue($_, 3, 'other') for qw(rbp rbr rrp);
+sql(q{
+BEGIN;
+SELECT aion_wake.pause('rbp', clock_timestamp() + '1 hour');
+SELECT aion_wake.set_rate('rbr', 1, '1 hour');
+SELECT count(*) FROM aion_wake.claim(ARRAY['rbp', 'rbr'], 2);
+ROLLBACK;}, 'other');
+is( sql(q{SELECT topic || ':' || count(*) FROM aion_wake.claim(ARRAY['rbp', 'rbr'], 9)
+           GROUP BY topic ORDER BY 1}, 'other'),
+	"rbp:3\nrbr:3", '(l) a pause and a rate rolled back hold nothing back');
+# a claim under REPEATABLE READ whose snapshot still has a pause that a
+# resume() has ended since
+sql("SELECT aion_wake.pause('rrp', clock_timestamp() + '1 hour')", 'other');
+my $rr = aw_session($node, 'other');
+$rr->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+$rr->query_safe('SELECT count(*) FROM aion_wake.pauses');
+sql("SELECT aion_wake.resume('rrp')", 'other');
+my ($rr_out, $rr_err) = $rr->query("SELECT count(*) FROM aion_wake.claim('rrp', 3)");
+$rr->query('COMMIT');
+is($rr_out, '3', '(l) a claim under REPEATABLE READ takes the rows of a topic resumed since its snapshot')
+  or diag($rr_err);
+$rr->quit;
 
 # ---------------------------------------------------------------------
 # (b), (c), (d): shared memory lost
