@@ -363,6 +363,21 @@ aw_limits_load_detached(const char *topic)
 	(void) aw_in_subtransaction(aw_limits_load_step, (void *) topic);
 }
 
+/* A claim takes nothing of a topic whose settings are not loaded: say so. */
+static void
+aw_limits_warn_missing(const char *topic, bool served, bool warn)
+{
+	aw_ledger_count_limit_not_loaded();
+	if (warn)
+		ereport(WARNING,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("the limit, rate or pause of topic \"%s\" is not loaded yet", topic),
+				 errdetail("A claim takes no row of a topic until its limit and live leases, its rate and its pause are in shared memory."),
+				 served ?
+				 errhint("The worker of this database loads it, and retries until it can.") :
+				 errhint("Each claim of the topic retries the load; it waits for no transaction that holds the topic's lock.")));
+}
+
 /*
  * Before a claim of the topics whose bit is set in mask reserves slots:
  * which of them have a limit in aion_wake.limits that the set does not
@@ -384,7 +399,8 @@ aw_limits_missing(char **topics, int ntopics, uint64 mask, bool served, bool war
 	Datum	   *names = palloc(sizeof(Datum) * ntopics);
 	Datum		args[2];
 	uint64		missing = 0;
-	uint64		n;
+	uint64		looked = 0;
+	uint64		n = 0;
 	uint64		r;
 	int			nq = 0;
 	int			i;
@@ -405,33 +421,38 @@ aw_limits_missing(char **topics, int ntopics, uint64 mask, bool served, bool war
 		return 0;
 	args[0] = PointerGetDatum(construct_array(names, nq, TEXTOID, -1, false, TYPALIGN_INT));
 	args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	/*
+	 * With a snapshot taken now, not the transaction's: under REPEATABLE
+	 * READ, a limit, rate or pause removed since the snapshot (which shared
+	 * memory no longer holds) would look not loaded, and the claim would
+	 * take nothing until the transaction ended.
+	 */
 	if (rates)
-		n = aw_plan_run(aw_plan_prepare(&plan_rates,
-										"SELECT q.topic, l.topic IS NOT NULL, r.topic IS NOT NULL, "
-										"       COALESCE(p.paused_until, '-infinity'::pg_catalog.timestamptz) "
-										"  FROM pg_catalog.unnest($1) AS q(topic) "
-										"  LEFT JOIN aion_wake.limits l ON l.topic OPERATOR(pg_catalog.=) q.topic "
-										"  LEFT JOIN aion_wake.rates r ON r.topic OPERATOR(pg_catalog.=) q.topic "
-										"  LEFT JOIN aion_wake.pauses p ON p.topic OPERATOR(pg_catalog.=) q.topic "
-										"        AND p.paused_until OPERATOR(pg_catalog.>) $2 "
-										" WHERE l.topic IS NOT NULL OR r.topic IS NOT NULL "
-										"    OR p.topic IS NOT NULL",
-										2, types),
-						args, NULL, SPI_OK_SELECT);
+		n = aw_plan_run_latest(aw_plan_prepare(&plan_rates,
+											   "SELECT q.topic, l.topic IS NOT NULL, r.topic IS NOT NULL, "
+											   "       COALESCE(p.paused_until, '-infinity'::pg_catalog.timestamptz) "
+											   "  FROM pg_catalog.unnest($1) AS q(topic) "
+											   "  LEFT JOIN aion_wake.limits l ON l.topic OPERATOR(pg_catalog.=) q.topic "
+											   "  LEFT JOIN aion_wake.rates r ON r.topic OPERATOR(pg_catalog.=) q.topic "
+											   "  LEFT JOIN aion_wake.pauses p ON p.topic OPERATOR(pg_catalog.=) q.topic "
+											   "        AND p.paused_until OPERATOR(pg_catalog.>) $2 "
+											   " WHERE l.topic IS NOT NULL OR r.topic IS NOT NULL "
+											   "    OR p.topic IS NOT NULL",
+											   2, types),
+							   args, NULL, SPI_OK_SELECT);
 	else
-		n = aw_plan_run(aw_plan_prepare(&plan,
-										"SELECT topic, true, false, '-infinity'::pg_catalog.timestamptz "
-										"  FROM aion_wake.limits "
-										" WHERE topic OPERATOR(pg_catalog.=) ANY ($1)",
-										1, types),
-						args, NULL, SPI_OK_SELECT);
-	if (n == 0)
-		return 0;
+		n = aw_plan_run_latest(aw_plan_prepare(&plan,
+											   "SELECT topic, true, false, '-infinity'::pg_catalog.timestamptz "
+											   "  FROM aion_wake.limits "
+											   " WHERE topic OPERATOR(pg_catalog.=) ANY ($1)",
+											   1, types),
+							   args, NULL, SPI_OK_SELECT);
 	{
-		char	  **held = palloc(sizeof(char *) * n);
-		bool	   *has_limit = palloc(sizeof(bool) * n);
-		bool	   *has_rate = palloc(sizeof(bool) * n);
-		TimestampTz *paused_until = palloc(sizeof(TimestampTz) * n);
+		char	  **held = palloc(sizeof(char *) * Max(n, 1));
+		bool	   *has_limit = palloc(sizeof(bool) * Max(n, 1));
+		bool	   *has_rate = palloc(sizeof(bool) * Max(n, 1));
+		TimestampTz *paused_until = palloc(sizeof(TimestampTz) * Max(n, 1));
 
 		for (r = 0; r < n; r++)
 		{
@@ -447,6 +468,31 @@ aw_limits_missing(char **topics, int ntopics, uint64 mask, bool served, bool war
 		for (r = 0; r < n; r++)
 		{
 			int32		max_in_flight;
+			bool		own = false;
+			bool		rate_set = false;
+			bool		had_rate = false;
+			bool		pause_set = false;
+			TimestampTz had_paused_until = 0;
+
+			for (i = 0; i < ntopics; i++)
+			{
+				if (strcmp(topics[i], held[r]) == 0)
+					looked |= UINT64CONST(1) << i;
+			}
+
+			/*
+			 * This transaction's own set_rate(), pause() and resume() are in
+			 * the tables, not yet in shared memory: what shared memory must
+			 * hold is what the tables held before them.  Nor may the tables
+			 * be loaded now: the load would take in the uncommitted rows,
+			 * which a rollback would leave behind in shared memory.
+			 */
+			own = rates && aw_xact_rate_before(held[r], &rate_set, &had_rate, &pause_set,
+											   &had_paused_until);
+			if (rate_set)
+				has_rate[r] = had_rate;
+			if (pause_set)
+				paused_until[r] = had_paused_until;
 
 			/* this transaction's own set_limit() counts it at its commit */
 			if (has_limit[r] && !has_rate[r] &&
@@ -457,26 +503,43 @@ aw_limits_missing(char **topics, int ntopics, uint64 mask, bool served, bool war
 			if ((!has_limit[r] || aw_ledger_topic_limited(held[r], &max_in_flight)) &&
 				aw_ledger_rate_loaded(held[r], has_rate[r], paused_until[r]))
 				continue;
-			if (!served)
+			if (!served && !own)
+			{
 				aw_limits_load_detached(held[r]);
-			if ((!has_limit[r] || aw_ledger_topic_limited(held[r], &max_in_flight)) &&
-				aw_ledger_rate_loaded(held[r], has_rate[r], paused_until[r]))
-				continue;
+				if ((!has_limit[r] || aw_ledger_topic_limited(held[r], &max_in_flight)) &&
+					aw_ledger_rate_loaded(held[r], has_rate[r], paused_until[r]))
+					continue;
+			}
 			for (i = 0; i < ntopics; i++)
 			{
 				if (strcmp(topics[i], held[r]) == 0)
 					missing |= UINT64CONST(1) << i;
 			}
-			aw_ledger_count_limit_not_loaded();
-			if (warn)
-				ereport(WARNING,
-						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-						 errmsg("the limit, rate or pause of topic \"%s\" is not loaded yet", held[r]),
-						 errdetail("A claim takes no row of a topic until its limit and live leases, its rate and its pause are in shared memory."),
-						 served ?
-						 errhint("The worker of this database loads it, and retries until it can.") :
-						 errhint("Each claim of the topic retries the load; it waits for no transaction that holds the topic's lock.")));
+			aw_limits_warn_missing(held[r], served, warn);
 		}
+	}
+
+	/*
+	 * A topic the tables show nothing of, because this transaction removed
+	 * its rate or ended its pause: shared memory must still hold what they
+	 * held before, until the commit.
+	 */
+	for (i = 0; rates && i < ntopics; i++)
+	{
+		bool		rate_set;
+		bool		had_rate;
+		bool		pause_set;
+		TimestampTz had_paused_until;
+
+		if ((mask & (UINT64CONST(1) << i)) == 0 || (looked & (UINT64CONST(1) << i)) != 0 ||
+			!aw_xact_rate_before(topics[i], &rate_set, &had_rate, &pause_set,
+								 &had_paused_until))
+			continue;
+		if (aw_ledger_rate_loaded(topics[i], rate_set && had_rate,
+								  pause_set ? had_paused_until : 0))
+			continue;
+		missing |= UINT64CONST(1) << i;
+		aw_limits_warn_missing(topics[i], served, warn);
 	}
 	if (missing != 0 && served)
 		aw_wake_worker(MyDatabaseId);

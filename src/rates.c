@@ -172,6 +172,7 @@ aw_set_rate(PG_FUNCTION_ARGS)
 static void
 aw_pause_topic(const char *topic, TimestampTz until)
 {
+	static SPIPlanPtr had_plan = NULL;
 	static SPIPlanPtr upsert_plan = NULL;
 	static SPIPlanPtr delete_plan = NULL;
 	static const Oid types[3] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
@@ -187,6 +188,19 @@ aw_pause_topic(const char *topic, TimestampTz until)
 	args[0] = CStringGetTextDatum(topic);
 	args[1] = TimestampTzGetDatum(until);
 	args[2] = TimestampTzGetDatum(now);
+	/* what the table held before: a claim of this transaction needs it */
+	if (aw_plan_run(aw_plan_prepare(&had_plan,
+									"SELECT paused_until FROM aion_wake.pauses "
+									" WHERE topic OPERATOR(pg_catalog.=) $1",
+									1, types),
+					args, NULL, SPI_OK_SELECT) > 0)
+	{
+		bool		isnull;
+
+		s.had_paused_until = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+															   SPI_tuptable->tupdesc, 1,
+															   &isnull));
+	}
 	if (s.paused_until != 0)
 		(void) aw_settings_run(aw_plan_prepare(&upsert_plan,
 										   "INSERT INTO aion_wake.pauses AS p (topic, paused_until, updated_at) "
