@@ -91,7 +91,7 @@ ok($node->poll_query_until('lim', 'SELECT worker_pid IS NOT NULL FROM aion_wake.
 $node->wait_for_log(qr/aion_wake worker rebuilt the parked set of database "lim"/, $offset);
 my ($ret, $out, $err) = $node->psql('lim', "SELECT count(*) FROM aion_wake.claim('lt', 5, '1 hour')");
 is($out, '0', '(a) a claim of a topic whose limit is not loaded takes nothing');
-like($err, qr/limit of topic "lt" is not loaded/, '(a) ... and says so');
+like($err, qr/limit, rate or pause of topic "lt" is not loaded/, '(a) ... and says so');
 cmp_ok(limits_not_loaded('lim'), '>=', 1, '(a) limits_not_loaded rises');
 # room again: the worker's retry loads the limit
 $node->safe_psql('postgres', 'SELECT count(*) FROM aion_wake.take_confirmed()');
@@ -131,7 +131,7 @@ is($out, '1', '(b) so does a claim of an unlimited topic');
 SET statement_timeout = '10s';
 SELECT count(*) FROM aion_wake.claim('pt', 5, '1 hour');});
 is($out, '0', '(b) the topic whose lock is held takes nothing');
-like($err, qr/limit of topic "pt" is not loaded/, '(b) ... and says so');
+like($err, qr/limit, rate or pause of topic "pt" is not loaded/, '(b) ... and says so');
 $node->safe_psql('postgres', "ROLLBACK PREPARED 'holds_pt'");
 ok($node->poll_query_until('postgres',
 	"SELECT max_in_flight = 2 FROM aion_wake.topics WHERE topic = 'pt'"),
