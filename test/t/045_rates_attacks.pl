@@ -14,6 +14,8 @@
 #       rate into shared memory, where they stayed after its rollback;
 #       and a claim under REPEATABLE READ whose snapshot still held a
 #       pause ended since by resume() took nothing;
+#   (m) held: set_rate() under REPEATABLE READ racing another fails with
+#       40001 (to retry), and the committed rate holds;
 #   (b) broke: after shared memory is lost, set_rate(t, NULL) and
 #       set_rate(t, n, per) in one transaction (in a database no worker
 #       serves, before the rate is loaded) restore the window as full, as
@@ -171,6 +173,27 @@ $rr->query('COMMIT');
 is($rr_out, '3', '(l) a claim under REPEATABLE READ takes the rows of a topic resumed since its snapshot')
   or diag($rr_err);
 $rr->quit;
+
+# ---------------------------------------------------------------------
+# (m) set_rate() under REPEATABLE READ racing another set_rate()
+# ---------------------------------------------------------------------
+# The REPEATABLE READ one's snapshot is older than the other's commit (had
+# they overlapped, it would have waited for the other's writer lock), so
+# its upsert fails as any REPEATABLE READ update of a row changed since
+# does (40001, to retry), and the committed rate holds.
+aw_create_sqlstate_of($node);
+my $rr1 = aw_session($node);
+$rr1->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+$rr1->query_safe('SELECT count(*) FROM aion_wake.rates');
+sql("SELECT aion_wake.set_rate('race', 2, '1 hour')");
+is( $rr1->query_safe(
+		"SELECT sqlstate_of(\$\$SELECT aion_wake.set_rate('race', 5, '1 hour')\$\$)"),
+	'40001', '(m) the REPEATABLE READ set_rate fails with 40001');
+$rr1->query('COMMIT');
+$rr1->quit;
+is(sql("SELECT max_starts FROM aion_wake.topics WHERE topic = 'race'"),
+	'2', '(m) the committed rate holds, in the table and in the set');
+sql("SELECT aion_wake.set_rate('race', NULL)");
 
 # ---------------------------------------------------------------------
 # (b), (c), (d): shared memory lost
