@@ -39,6 +39,7 @@
 #       its clock was admitted when the window had room but stamped its
 #       rows' lease start (the start as the tests read it) with the
 #       earlier clock, inside the window of the start before it;
+#   (n) held: after a promotion, the rate is loaded with a full window;
 #   (g) on a small cluster (aion_wake.max_rates = 2, max_topics = 4):
 #       held: the third rate is refused with 53400 and a removal gives its
 #       log back; broke: a topic whose claims a rate cut short, in a
@@ -438,7 +439,26 @@ ALTER SYSTEM RESET synchronous_commit;
 SELECT pg_reload_conf();});
 $_->quit for ($syncer, $c2);
 
-$node->stop;
+# ---------------------------------------------------------------------
+# (n) promotion: the window is restored as full
+# ---------------------------------------------------------------------
+$node->backup('b');
+my $standby = PostgreSQL::Test::Cluster->new('rattack_standby');
+$standby->init_from_backup($node, 'b', has_streaming => 1);
+$standby->start;
+sql("SELECT aion_wake.set_rate('pr', 2, '1 hour')");
+enqueue('pr', 6);
+is(claimed('pr', 5), '2', '(n) two starts on the primary');
+$node->wait_for_catchup($standby);
+$node->stop('immediate');
+$standby->promote;
+ok( $standby->poll_query_until('postgres',
+		"SELECT max_starts = 2 FROM aion_wake.topics WHERE topic = 'pr'"),
+	'(n) the promoted standby\'s worker loaded the rate');
+is( $standby->safe_psql('postgres',
+		"SELECT count(*) FROM aion_wake.claim('pr', 5, '1 hour')"),
+	'0', '(n) no start within the hour after the promotion');
+$standby->stop;
 
 # ---------------------------------------------------------------------
 # (g) a small cluster: the pool of rates and the topic table
