@@ -29,6 +29,7 @@ extern void aw_warn_unserved_once(void);
 extern char *aw_arg_key(FunctionCallInfo fcinfo, int argno);
 extern char *aw_arg_topic(FunctionCallInfo fcinfo, int argno);
 extern void aw_arg_not_null(FunctionCallInfo fcinfo, int argno, const char *name);
+extern bool aw_interval_us(const Interval *iv, int64 *us);
 extern int64 aw_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name);
 extern Interval *aw_interval_from_us(int64 us);
 /* the WARNING of a park the set had no room for (G6) */

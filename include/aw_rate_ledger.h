@@ -71,7 +71,8 @@ extern int32 aw_ledger_rate_end(const char *topic, bool set_rate, int32 max_star
 extern bool aw_ledger_rate_load(const char *topic, int32 max_starts, int64 per,
 								TimestampTz paused_until, int32 *wake);
 extern bool aw_ledger_rate_loaded(const char *topic, bool rate, TimestampTz paused_until);
-extern int32 aw_ledger_rate_return(const char *topic, int32 reserved, int32 used);
+extern int32 aw_ledger_rate_return(const char *topic, int32 reserved, int32 used,
+								   bool *retime);
 extern void aw_ledger_count_rate_not_loaded(void);
 extern int	aw_ledger_rate_wakes(Oid dbid, TimestampTz now, AwRateWake *out, int max_out,
 								 TimestampTz *next);

@@ -14,6 +14,7 @@
 #define AW_WORKER_SLOTS_H
 
 #include "datatype/timestamp.h"
+#include "executor/spi.h"
 #include "nodes/pg_list.h"
 #include "storage/spin.h"
 
@@ -38,6 +39,7 @@ typedef struct AwWorkerSlot
 	bool		listening;
 	bool		rebuilt;		/* the set holds this database's parks */
 	bool		limits_loaded;	/* ... and every limit of limits_table */
+	uint32		limits_gen;		/* counts the clearings of limits_loaded */
 	Oid			limits_table;	/* the aion_wake.limits they came from */
 	bool		db_missing;		/* could not connect: wait for the database */
 	int			ddl_pid;		/* a backend dropping or renaming it, or 0 */
@@ -56,6 +58,8 @@ extern AwWorkerSlot *aw_worker_slot(int index);
 extern AwWorkerSlot *aw_worker_slot_for(Oid dbid);
 extern AwWorkerSlot *aw_worker_slot_named(const char *dbname);
 extern void aw_wake_worker(Oid dbid);
+extern void aw_worker_slot_unload(AwWorkerSlot *slot);
+extern uint64 aw_settings_run(SPIPlanPtr plan, Datum *args, int expected);
 extern void aw_nudge_worker(Oid dbid);
 
 #endif							/* AW_WORKER_SLOTS_H */

@@ -107,9 +107,12 @@ typedef struct AwRateSetting
 	int64		per;
 	bool		had_rate;		/* set_rate: the table held a rate before */
 	TimestampTz paused_until;	/* pause: 0 for resume() */
+	TimestampTz had_paused_until;	/* pause: the table's pause before, or 0 */
 } AwRateSetting;
 
 extern AwRateSetting *aw_xact_record_rate(const char *topic, const AwRateSetting *s);
+extern bool aw_xact_rate_before(const char *topic, bool *rate_set, bool *had_rate,
+								bool *pause_set, TimestampTz *had_paused_until);
 
 /* rows locked and not taken by a claim: claimable again when it ends */
 extern void aw_xact_record_released(const char *topic, int64 rows);

@@ -219,6 +219,28 @@ CREATE VIEW aion_wake.topics AS SELECT * FROM aion_wake.topics_internal();
 REVOKE ALL ON FUNCTION aion_wake.topics_internal() FROM PUBLIC;
 REVOKE ALL ON aion_wake.topics FROM PUBLIC;
 
+-- Limits, rates and pauses written other than by set_limit(), set_rate(),
+-- pause() and resume() (pg_restore --data-only, the COPY or INSERT of a
+-- dump) are in no shared memory: at the commit, the worker of a served
+-- database loads them again, as after CREATE EXTENSION, and until it has,
+-- claims of those topics take nothing.
+CREATE FUNCTION aion_wake.settings_written()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'aw_settings_written'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION aion_wake.settings_written() FROM PUBLIC;
+
+CREATE TRIGGER settings_written AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+	ON aion_wake.limits FOR EACH STATEMENT
+	EXECUTE FUNCTION aion_wake.settings_written();
+CREATE TRIGGER settings_written AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+	ON aion_wake.rates FOR EACH STATEMENT
+	EXECUTE FUNCTION aion_wake.settings_written();
+CREATE TRIGGER settings_written AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+	ON aion_wake.pauses FOR EACH STATEMENT
+	EXECUTE FUNCTION aion_wake.settings_written();
+
 -- Monitoring
 
 -- Per topic, what shared memory knows: parks, the limit and its live

@@ -146,24 +146,37 @@ aw_arg_topic(FunctionCallInfo fcinfo, int argno)
 	((int64) 1000 * MONTHS_PER_YEAR * DAYS_PER_MONTH * USECS_PER_DAY)
 
 /*
- * A non-negative interval argument, in microseconds.  Months count as 30
- * days, as in interval arithmetic on a fixed-length basis, so a year is
- * 360 days and the bound is exactly '1000 years' (which PostgreSQL's own
- * comparison of intervals agrees with).
+ * An interval in microseconds, months counting as 30 days, as in interval
+ * arithmetic on a fixed-length basis and PostgreSQL's own comparison of
+ * intervals (not as date_part('epoch'), which counts a year as 365.25
+ * days).  Every interval aion_wake keeps is turned into microseconds here,
+ * when it is given and when it is read back from a table, so that both
+ * agree.  False on overflow.
+ */
+bool
+aw_interval_us(const Interval *iv, int64 *us)
+{
+	int64		days_us;
+
+	return !pg_mul_s64_overflow((int64) iv->month * DAYS_PER_MONTH + iv->day,
+								USECS_PER_DAY, &days_us) &&
+		!pg_add_s64_overflow(iv->time, days_us, us);
+}
+
+/*
+ * A non-negative interval argument, in microseconds (aw_interval_us), so a
+ * year is 360 days and the bound is exactly '1000 years' (which
+ * PostgreSQL's own comparison of intervals agrees with).
  */
 int64
 aw_arg_interval_us(FunctionCallInfo fcinfo, int argno, const char *name)
 {
 	Interval   *iv;
 	int64		us;
-	int64		days_us;
 
 	aw_arg_not_null(fcinfo, argno, name);
 	iv = PG_GETARG_INTERVAL_P(argno);
-	if (pg_mul_s64_overflow((int64) iv->month * DAYS_PER_MONTH + iv->day,
-							USECS_PER_DAY, &days_us) ||
-		pg_add_s64_overflow(iv->time, days_us, &us) ||
-		us > AW_MAX_INTERVAL_US)
+	if (!aw_interval_us(iv, &us) || us > AW_MAX_INTERVAL_US)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s is out of range", name),

@@ -399,11 +399,13 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	}
 
 	/*
-	 * The attempt's clock -- what is visible, and where its leases start --
-	 * is read after the reservation: a rate admitted the starts at a clock
-	 * no later than this, and logs them at one no earlier than the
-	 * statement, so every window of length per measured on the leases'
-	 * starts holds no more than the rate (doc/design.md, Rates and pauses).
+	 * The clock of the attempt, read once its topic locks are held and its
+	 * starts reserved: a row's lease starts at it, and must not start
+	 * before the rate admitted it.  Read before, a claim that waited for
+	 * its topic's lock (held by a set_limit()'s commit) dated its rows'
+	 * starts back into the window of the starts before them.
+	 * So every window of length per measured on the leases' starts holds
+	 * no more than the rate (doc/design.md, Rates and pauses).
 	 */
 	now = GetCurrentTimestamp();
 	c->lease_end = aw_clock_plus(now, c->lease);

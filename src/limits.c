@@ -96,7 +96,6 @@ static TransactionId aw_limit_locked_xid = InvalidTransactionId;
 
 /* databases whose limits this transaction's DROP gives back at commit */
 static List *aw_dropped_dbs = NIL;
-static bool aw_drop_callback_registered = false;
 static object_access_hook_type prev_object_access_hook = NULL;
 
 static uint32
@@ -364,6 +363,23 @@ aw_limits_load_detached(const char *topic)
 	(void) aw_in_subtransaction(aw_limits_load_step, (void *) topic);
 }
 
+/* A claim takes nothing of a topic whose settings are not loaded: say so. */
+static void
+aw_limits_warn_missing(const char *topic, bool limit, bool served, bool warn)
+{
+	aw_ledger_count_limit_not_loaded();
+	if (warn)
+		ereport(WARNING,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 limit ?
+				 errmsg("the limit of topic \"%s\" is not loaded yet", topic) :
+				 errmsg("the rate or pause of topic \"%s\" is not loaded yet", topic),
+				 errdetail("A claim takes no row of a topic until its limit and live leases, its rate and its pause are in shared memory."),
+				 served ?
+				 errhint("The worker of this database loads it, and retries until it can.") :
+				 errhint("Each claim of the topic retries the load; it waits for no transaction that holds the topic's lock.")));
+}
+
 /*
  * Before a claim of the topics whose bit is set in mask reserves slots:
  * which of them have a limit in aion_wake.limits that the set does not
@@ -385,7 +401,8 @@ aw_limits_missing(char **topics, int ntopics, uint64 mask, bool served, bool war
 	Datum	   *names = palloc(sizeof(Datum) * ntopics);
 	Datum		args[2];
 	uint64		missing = 0;
-	uint64		n;
+	uint64		looked = 0;
+	uint64		n = 0;
 	uint64		r;
 	int			nq = 0;
 	int			i;
@@ -406,33 +423,38 @@ aw_limits_missing(char **topics, int ntopics, uint64 mask, bool served, bool war
 		return 0;
 	args[0] = PointerGetDatum(construct_array(names, nq, TEXTOID, -1, false, TYPALIGN_INT));
 	args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	/*
+	 * With a snapshot taken now, not the transaction's: under REPEATABLE
+	 * READ, a limit, rate or pause removed since the snapshot (which shared
+	 * memory no longer holds) would look not loaded, and the claim would
+	 * take nothing until the transaction ended.
+	 */
 	if (rates)
-		n = aw_plan_run(aw_plan_prepare(&plan_rates,
-										"SELECT q.topic, l.topic IS NOT NULL, r.topic IS NOT NULL, "
-										"       COALESCE(p.paused_until, '-infinity'::pg_catalog.timestamptz) "
-										"  FROM pg_catalog.unnest($1) AS q(topic) "
-										"  LEFT JOIN aion_wake.limits l ON l.topic OPERATOR(pg_catalog.=) q.topic "
-										"  LEFT JOIN aion_wake.rates r ON r.topic OPERATOR(pg_catalog.=) q.topic "
-										"  LEFT JOIN aion_wake.pauses p ON p.topic OPERATOR(pg_catalog.=) q.topic "
-										"        AND p.paused_until OPERATOR(pg_catalog.>) $2 "
-										" WHERE l.topic IS NOT NULL OR r.topic IS NOT NULL "
-										"    OR p.topic IS NOT NULL",
-										2, types),
-						args, NULL, SPI_OK_SELECT);
+		n = aw_plan_run_latest(aw_plan_prepare(&plan_rates,
+											   "SELECT q.topic, l.topic IS NOT NULL, r.topic IS NOT NULL, "
+											   "       COALESCE(p.paused_until, '-infinity'::pg_catalog.timestamptz) "
+											   "  FROM pg_catalog.unnest($1) AS q(topic) "
+											   "  LEFT JOIN aion_wake.limits l ON l.topic OPERATOR(pg_catalog.=) q.topic "
+											   "  LEFT JOIN aion_wake.rates r ON r.topic OPERATOR(pg_catalog.=) q.topic "
+											   "  LEFT JOIN aion_wake.pauses p ON p.topic OPERATOR(pg_catalog.=) q.topic "
+											   "        AND p.paused_until OPERATOR(pg_catalog.>) $2 "
+											   " WHERE l.topic IS NOT NULL OR r.topic IS NOT NULL "
+											   "    OR p.topic IS NOT NULL",
+											   2, types),
+							   args, NULL, SPI_OK_SELECT);
 	else
-		n = aw_plan_run(aw_plan_prepare(&plan,
-										"SELECT topic, true, false, '-infinity'::pg_catalog.timestamptz "
-										"  FROM aion_wake.limits "
-										" WHERE topic OPERATOR(pg_catalog.=) ANY ($1)",
-										1, types),
-						args, NULL, SPI_OK_SELECT);
-	if (n == 0)
-		return 0;
+		n = aw_plan_run_latest(aw_plan_prepare(&plan,
+											   "SELECT topic, true, false, '-infinity'::pg_catalog.timestamptz "
+											   "  FROM aion_wake.limits "
+											   " WHERE topic OPERATOR(pg_catalog.=) ANY ($1)",
+											   1, types),
+							   args, NULL, SPI_OK_SELECT);
 	{
-		char	  **held = palloc(sizeof(char *) * n);
-		bool	   *has_limit = palloc(sizeof(bool) * n);
-		bool	   *has_rate = palloc(sizeof(bool) * n);
-		TimestampTz *paused_until = palloc(sizeof(TimestampTz) * n);
+		char	  **held = palloc(sizeof(char *) * Max(n, 1));
+		bool	   *has_limit = palloc(sizeof(bool) * Max(n, 1));
+		bool	   *has_rate = palloc(sizeof(bool) * Max(n, 1));
+		TimestampTz *paused_until = palloc(sizeof(TimestampTz) * Max(n, 1));
 
 		for (r = 0; r < n; r++)
 		{
@@ -448,6 +470,31 @@ aw_limits_missing(char **topics, int ntopics, uint64 mask, bool served, bool war
 		for (r = 0; r < n; r++)
 		{
 			int32		max_in_flight;
+			bool		own = false;
+			bool		rate_set = false;
+			bool		had_rate = false;
+			bool		pause_set = false;
+			TimestampTz had_paused_until = 0;
+
+			for (i = 0; i < ntopics; i++)
+			{
+				if (strcmp(topics[i], held[r]) == 0)
+					looked |= UINT64CONST(1) << i;
+			}
+
+			/*
+			 * This transaction's own set_rate(), pause() and resume() are in
+			 * the tables, not yet in shared memory: what shared memory must
+			 * hold is what the tables held before them.  Nor may the tables
+			 * be loaded now: the load would take in the uncommitted rows,
+			 * which a rollback would leave behind in shared memory.
+			 */
+			own = rates && aw_xact_rate_before(held[r], &rate_set, &had_rate, &pause_set,
+											   &had_paused_until);
+			if (rate_set)
+				has_rate[r] = had_rate;
+			if (pause_set)
+				paused_until[r] = had_paused_until;
 
 			/* this transaction's own set_limit() counts it at its commit */
 			if (has_limit[r] && !has_rate[r] &&
@@ -458,28 +505,45 @@ aw_limits_missing(char **topics, int ntopics, uint64 mask, bool served, bool war
 			if ((!has_limit[r] || aw_ledger_topic_limited(held[r], &max_in_flight)) &&
 				aw_ledger_rate_loaded(held[r], has_rate[r], paused_until[r]))
 				continue;
-			if (!served)
+			if (!served && !own)
+			{
 				aw_limits_load_detached(held[r]);
-			if ((!has_limit[r] || aw_ledger_topic_limited(held[r], &max_in_flight)) &&
-				aw_ledger_rate_loaded(held[r], has_rate[r], paused_until[r]))
-				continue;
+				if ((!has_limit[r] || aw_ledger_topic_limited(held[r], &max_in_flight)) &&
+					aw_ledger_rate_loaded(held[r], has_rate[r], paused_until[r]))
+					continue;
+			}
 			for (i = 0; i < ntopics; i++)
 			{
 				if (strcmp(topics[i], held[r]) == 0)
 					missing |= UINT64CONST(1) << i;
 			}
-			aw_ledger_count_limit_not_loaded();
-			if (warn)
-				ereport(WARNING,
-						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-						 has_limit[r] && !aw_ledger_topic_limited(held[r], &max_in_flight) ?
-						 errmsg("the limit of topic \"%s\" is not loaded yet", held[r]) :
-						 errmsg("the rate or pause of topic \"%s\" is not loaded yet", held[r]),
-						 errdetail("A claim takes no row of a topic until its limit and live leases, its rate and its pause are in shared memory."),
-						 served ?
-						 errhint("The worker of this database loads it, and retries until it can.") :
-						 errhint("Each claim of the topic retries the load; it waits for no transaction that holds the topic's lock.")));
+			aw_limits_warn_missing(held[r],
+								   has_limit[r] && !aw_ledger_topic_limited(held[r], &max_in_flight),
+								   served, warn);
 		}
+	}
+
+	/*
+	 * A topic the tables show nothing of, because this transaction removed
+	 * its rate or ended its pause: shared memory must still hold what they
+	 * held before, until the commit.
+	 */
+	for (i = 0; rates && i < ntopics; i++)
+	{
+		bool		rate_set;
+		bool		had_rate;
+		bool		pause_set;
+		TimestampTz had_paused_until;
+
+		if ((mask & (UINT64CONST(1) << i)) == 0 || (looked & (UINT64CONST(1) << i)) != 0 ||
+			!aw_xact_rate_before(topics[i], &rate_set, &had_rate, &pause_set,
+								 &had_paused_until))
+			continue;
+		if (aw_ledger_rate_loaded(topics[i], rate_set && had_rate,
+								  pause_set ? had_paused_until : 0))
+			continue;
+		missing |= UINT64CONST(1) << i;
+		aw_limits_warn_missing(topics[i], false, served, warn);
 	}
 	if (missing != 0 && served)
 		aw_wake_worker(MyDatabaseId);
@@ -581,19 +645,19 @@ aw_set_limit(PG_FUNCTION_ARGS)
 	args[1] = Int32GetDatum(max_in_flight);
 	args[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 	if (max_in_flight > 0)
-		(void) aw_plan_run(aw_plan_prepare(&upsert_plan,
+		(void) aw_settings_run(aw_plan_prepare(&upsert_plan,
 										   "INSERT INTO aion_wake.limits AS l (topic, max_in_flight, updated_at) "
 										   "VALUES ($1, $2, $3) ON CONFLICT (topic) DO UPDATE "
 										   "   SET max_in_flight = EXCLUDED.max_in_flight, "
 										   "       updated_at = EXCLUDED.updated_at",
 										   3, types),
-						   args, NULL, SPI_OK_INSERT);
+						   args, SPI_OK_INSERT);
 	else
-		(void) aw_plan_run(aw_plan_prepare(&delete_plan,
+		(void) aw_settings_run(aw_plan_prepare(&delete_plan,
 										   "DELETE FROM aion_wake.limits "
 										   " WHERE topic OPERATOR(pg_catalog.=) $1",
 										   1, types),
-						   args, NULL, SPI_OK_DELETE);
+						   args, SPI_OK_DELETE);
 
 	/*
 	 * A topic that gets its first limit takes in its live leases: counted
@@ -730,11 +794,28 @@ aw_limits_return(AwReserveRecord *rec, int32 used)
 {
 	if (rec->rate_left > 0)
 	{
-		int32		wake = aw_ledger_rate_return(rec->topic, rec->rate_left, used);
+		bool		retime;
+		int32		wake = aw_ledger_rate_return(rec->topic, rec->rate_left, used,
+												 &retime);
 
 		rec->rate_left = 0;
-		if (wake > 0)
+
+		/*
+		 * Starts given back unused wake blocked claimers only after a
+		 * readiness event since this claim looked, as slots do (below):
+		 * else the claimer woken could be this one, probing again, and
+		 * again (finding R-F4 of test/model/aion_wake_rates.pml).
+		 */
+		if (wake > 0 && aw_waiters_ready_gen(MyDatabaseId, rec->topic) != rec->ready_gen)
 			aw_waiters_wake(MyDatabaseId, rec->topic, wake);
+		else if (retime)
+		{
+			/* the window's next moment is known now: have it timed */
+			if (aw_database_is_served())
+				aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
+			else
+				aw_waiters_wake(MyDatabaseId, rec->topic, 1);
+		}
 	}
 	rec->left -= used;
 	if (rec->left > 0)
@@ -814,11 +895,20 @@ aw_limits_at_commit_limit(const char *topic, int32 max_in_flight, int32 old_max,
 void
 aw_limits_at_abort_reserve(const AwReserveRecord *rec)
 {
-	int32		wake = aw_ledger_rate_return(rec->topic, rec->rate_left, 0);
+	bool		retime;
+	int32		wake = aw_ledger_rate_return(rec->topic, rec->rate_left, 0, &retime);
 
 	aw_ledger_unreserve(rec->topic, rec->left, rec->handing, rec->n_handing);
-	if (wake > 0)
-		aw_waiters_wake(MyDatabaseId, rec->topic, wake);
+
+	/*
+	 * Slots and starts given back at the abort were never used: a blocked
+	 * claimer may have found none free because of them (doc/design.md,
+	 * Wake rules: 3; finding R-F3 of test/model/aion_wake_rates.pml).  A
+	 * waiting claim's probe gives its reservations back before its
+	 * subtransaction ends, so this is never a claimer waking itself.
+	 */
+	if (wake > 0 || rec->left > 0)
+		aw_waiters_wake(MyDatabaseId, rec->topic, Max(wake, rec->left > 0 ? 1 : 0));
 }
 
 /*
@@ -872,7 +962,7 @@ aw_limits_drop_callback(XactEvent event, void *arg)
 			aw_ledger_forget_rates(dbid);
 		}
 			if (slot != NULL)
-				slot->limits_loaded = false;
+				aw_worker_slot_unload(slot);
 		}
 	}
 	aw_dropped_dbs = NIL;		/* was in TopTransactionContext */
@@ -900,18 +990,22 @@ aw_limits_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 		aw_dropped_dbs = lappend_oid(aw_dropped_dbs,
 									 classId == DatabaseRelationId ? objectId : MyDatabaseId);
 		MemoryContextSwitchTo(oldcontext);
-		if (!aw_drop_callback_registered)
-		{
-			RegisterXactCallback(aw_limits_drop_callback, NULL);
-			aw_drop_callback_registered = true;
-		}
 	}
 }
 
-/* Install the object access hook (from _PG_init, when preloaded). */
+/*
+ * Install the object access hook (from _PG_init, when preloaded), and the
+ * callback that forgets a dropped database's settings at the commit.  The
+ * callback is registered here, before any other of aion_wake's (they
+ * register on first use), because PostgreSQL calls the callbacks
+ * registered last first: the settings that set_limit(), set_rate() and
+ * pause() of the dropping transaction apply at its commit must be applied
+ * before the drop forgets them, or they outlive the extension.
+ */
 void
 aw_limits_init(void)
 {
 	prev_object_access_hook = object_access_hook;
 	object_access_hook = aw_limits_object_access;
+	RegisterXactCallback(aw_limits_drop_callback, NULL);
 }

@@ -205,7 +205,7 @@ aw_rate_free(AwTopic *t, TimestampTz now, TimestampTz *moment)
 /*
  * A claim of the topic wants want rows: how many may start now.  A claim
  * cut short marks the topic blocked (*blocked: it was not, and the worker
- * must time it) and is counted.  The caller reserves
+ * must time it) and is counted; one that fills the window marks it too.  The caller reserves
  * what it takes (rate.reserved).  Caller holds the set lock exclusively.
  */
 int32
@@ -227,6 +227,19 @@ aw_rate_admit(AwTopic *t, int32 want, TimestampTz now, bool *blocked)
 			aw_shared->counters.claims_rate_delayed++;
 		return (int32) free_starts;
 	}
+
+	/*
+	 * A claim that fills the window marks the topic blocked too, so that
+	 * the worker times the window's next end.  The worker's look takes the
+	 * mark off as it wakes one claimer per free start; a claimer it woke
+	 * is not cut short, and without this the claimers still asleep were
+	 * timed by nobody until another claim was cut short.
+	 */
+	if (free_starts == want && t->rate.max_starts > 0)
+	{
+		*blocked = !t->rate.blocked;
+		aw_rate_block(t);
+	}
 	return want;
 }
 
@@ -234,14 +247,20 @@ aw_rate_admit(AwTopic *t, int32 want, TimestampTz now, bool *blocked)
  * After a claim's statement: of the reserved starts it reserved, used
  * became rows; they are logged now, and the reservation goes.  Returns
  * how many blocked claimers to wake for starts it did not use (they may
- * have found none free because of this reservation).
+ * have found none free because of this reservation).  *retime when the
+ * topic is blocked and starts were logged: whoever last timed it (the
+ * worker, or a claimer asleep in a database no worker serves) may have
+ * found the window full of reservations alone, whose moment is unknown
+ * (aw_rate_window_next returns 0), and must look again now that it is
+ * known, or the blocked claimers sleep past it.
  */
 int32
-aw_ledger_rate_return(const char *topic, int32 reserved, int32 used)
+aw_ledger_rate_return(const char *topic, int32 reserved, int32 used, bool *retime)
 {
 	AwTopic    *t;
 	int32		wake = 0;
 
+	*retime = false;
 	if (reserved <= 0)
 		return 0;
 	LWLockAcquire(aw_shared->lock, LW_EXCLUSIVE);
@@ -256,6 +275,7 @@ aw_ledger_rate_return(const char *topic, int32 reserved, int32 used)
 							   r->max_starts);
 		if (reserved > used && r->blocked)
 			wake = reserved - used;
+		*retime = (used > 0 && r->blocked);
 		aw_rate_give_log(r);
 		aw_topic_update_quiet(t);
 	}
@@ -338,7 +358,7 @@ aw_ledger_rate_end(const char *topic, bool set_rate, int32 max_starts, int64 per
 		{
 			int64		after = aw_rate_free(t, now, &moment);
 
-			if (after == PG_INT32_MAX && before < PG_INT32_MAX)
+			if (after == PG_INT32_MAX && (before < PG_INT32_MAX || t->rate.blocked))
 				wake = -1;
 			else if (after > before)
 				wake = (int32) (after - before);
@@ -347,6 +367,15 @@ aw_ledger_rate_end(const char *topic, bool set_rate, int32 max_starts, int64 per
 				aw_rate_block(t);
 				*blocked = true;
 			}
+
+			/*
+			 * Neither a rate nor a pause holds the topic back any more: its
+			 * blocked claimers are all woken, and nobody need time it.  Left
+			 * blocked, a topic of a database no worker serves (where only
+			 * the worker unblocks) stayed in the topic table for ever.
+			 */
+			if (after == PG_INT32_MAX)
+				aw_rate_unblock(t);
 		}
 		aw_rate_give_log(r);
 		aw_topic_update_quiet(t);
@@ -484,8 +513,17 @@ aw_ledger_rate_moment(const char *topic)
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
+		/*
+		 * It may start rows now: this claimer looks at once, and the mark
+		 * goes, as the worker's look takes it off in a served database
+		 * (a claimer cut short again marks it again).
+		 */
 		if (aw_rate_free(t, now, &moment) > 0)
+		{
 			moment = now;
+			aw_rate_unblock(t);
+			aw_topic_update_quiet(t);
+		}
 	}
 	LWLockRelease(aw_shared->lock);
 	return moment;

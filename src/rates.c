@@ -50,6 +50,7 @@
 #include "aw_rates.h"
 #include "aw_settings.h"
 #include "aw_waiters.h"
+#include "aw_worker_slots.h"
 #include "aw_xact.h"
 
 PG_FUNCTION_INFO_V1(aw_set_rate);
@@ -149,19 +150,19 @@ aw_set_rate(PG_FUNCTION_ARGS)
 											 1, types),
 							 args, NULL, SPI_OK_SELECT) > 0;
 	if (s.max_starts > 0)
-		(void) aw_plan_run(aw_plan_prepare(&upsert_plan,
+		(void) aw_settings_run(aw_plan_prepare(&upsert_plan,
 										   "INSERT INTO aion_wake.rates AS r (topic, max_starts, per, updated_at) "
 										   "VALUES ($1, $2, $3, $4) ON CONFLICT (topic) DO UPDATE "
 										   "   SET max_starts = EXCLUDED.max_starts, per = EXCLUDED.per, "
 										   "       updated_at = EXCLUDED.updated_at",
 										   4, types),
-						   args, NULL, SPI_OK_INSERT);
+						   args, SPI_OK_INSERT);
 	else
-		(void) aw_plan_run(aw_plan_prepare(&delete_plan,
+		(void) aw_settings_run(aw_plan_prepare(&delete_plan,
 										   "DELETE FROM aion_wake.rates "
 										   " WHERE topic OPERATOR(pg_catalog.=) $1",
 										   1, types),
-						   args, NULL, SPI_OK_DELETE);
+						   args, SPI_OK_DELETE);
 	SPI_finish();
 	aw_rates_record(topic, &s);
 	PG_RETURN_VOID();
@@ -171,6 +172,7 @@ aw_set_rate(PG_FUNCTION_ARGS)
 static void
 aw_pause_topic(const char *topic, TimestampTz until)
 {
+	static SPIPlanPtr had_plan = NULL;
 	static SPIPlanPtr upsert_plan = NULL;
 	static SPIPlanPtr delete_plan = NULL;
 	static const Oid types[3] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
@@ -186,20 +188,33 @@ aw_pause_topic(const char *topic, TimestampTz until)
 	args[0] = CStringGetTextDatum(topic);
 	args[1] = TimestampTzGetDatum(until);
 	args[2] = TimestampTzGetDatum(now);
+	/* what the table held before: a claim of this transaction needs it */
+	if (aw_plan_run(aw_plan_prepare(&had_plan,
+									"SELECT paused_until FROM aion_wake.pauses "
+									" WHERE topic OPERATOR(pg_catalog.=) $1",
+									1, types),
+					args, NULL, SPI_OK_SELECT) > 0)
+	{
+		bool		isnull;
+
+		s.had_paused_until = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+															   SPI_tuptable->tupdesc, 1,
+															   &isnull));
+	}
 	if (s.paused_until != 0)
-		(void) aw_plan_run(aw_plan_prepare(&upsert_plan,
+		(void) aw_settings_run(aw_plan_prepare(&upsert_plan,
 										   "INSERT INTO aion_wake.pauses AS p (topic, paused_until, updated_at) "
 										   "VALUES ($1, $2, $3) ON CONFLICT (topic) DO UPDATE "
 										   "   SET paused_until = EXCLUDED.paused_until, "
 										   "       updated_at = EXCLUDED.updated_at",
 										   3, types),
-						   args, NULL, SPI_OK_INSERT);
+						   args, SPI_OK_INSERT);
 	else
-		(void) aw_plan_run(aw_plan_prepare(&delete_plan,
+		(void) aw_settings_run(aw_plan_prepare(&delete_plan,
 										   "DELETE FROM aion_wake.pauses "
 										   " WHERE topic OPERATOR(pg_catalog.=) $1",
 										   1, types),
-						   args, NULL, SPI_OK_DELETE);
+						   args, SPI_OK_DELETE);
 	SPI_finish();
 	aw_rates_record(topic, &s);
 }
@@ -274,10 +289,7 @@ aw_rates_load_topic(const char *topic)
 
 	args[0] = CStringGetTextDatum(topic);
 	(void) aw_plan_run_latest(aw_plan_prepare(&plan,
-											  "SELECT r.max_starts, "
-											  "       (pg_catalog.date_part('epoch', r.per) OPERATOR(pg_catalog.*) "
-											  "        1000000::pg_catalog.float8)::pg_catalog.int8, "
-											  "       p.paused_until "
+											  "SELECT r.max_starts, r.per, p.paused_until "
 											  "  FROM (SELECT $1 AS topic) t "
 											  "  LEFT JOIN aion_wake.rates r ON r.topic OPERATOR(pg_catalog.=) t.topic "
 											  "  LEFT JOIN aion_wake.pauses p ON p.topic OPERATOR(pg_catalog.=) t.topic",
@@ -287,8 +299,19 @@ aw_rates_load_topic(const char *topic)
 	if (!isnull)
 	{
 		max_starts = DatumGetInt32(d);
-		per = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
-										  &isnull));
+
+		/*
+		 * As set_rate() counted it (months of 30 days), which the table's
+		 * CHECK agrees with; not date_part('epoch'), whose years of 365.25
+		 * days made '-1 year 360 days 1 hour' (an hour for set_rate) a
+		 * negative window: no rate at all after a restart.  Out of the
+		 * bounds only by a hand-made row: the longest window then.
+		 */
+		if (!aw_interval_us(DatumGetIntervalP(SPI_getbinval(SPI_tuptable->vals[0],
+															SPI_tuptable->tupdesc, 2,
+															&isnull)), &per) ||
+			per < AW_RATE_MIN_PER_US || per > AW_RATE_MAX_PER_US)
+			per = AW_RATE_MAX_PER_US;
 	}
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
 	if (!isnull)

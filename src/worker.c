@@ -346,6 +346,12 @@ aw_worker_load_limits(void)
 	Oid			table = InvalidOid;
 	bool		all = true;
 	bool		rates = false;
+	uint32		gen;
+
+	/* before the tables are read: a clearing after this loads them again */
+	SpinLockAcquire(&aw_slot->mutex);
+	gen = aw_slot->limits_gen;
+	SpinLockRelease(&aw_slot->mutex);
 
 	aw_begin("aion_wake: loading limits");
 	if (aw_extension_lock() && aw_schema_version() >= 11)
@@ -411,9 +417,14 @@ aw_worker_load_limits(void)
 		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), AW_LIMITS_RETRY_MS);
 	if (all)
 	{
+		/*
+		 * Unless the settings were written behind this load's back (a
+		 * restore's COPY, CREATE or DROP EXTENSION committed while it ran):
+		 * then the clearing woke this worker, which loads them again.
+		 */
 		SpinLockAcquire(&aw_slot->mutex);
 		aw_slot->limits_table = table;
-		aw_slot->limits_loaded = true;
+		aw_slot->limits_loaded = (aw_slot->limits_gen == gen);
 		SpinLockRelease(&aw_slot->mutex);
 		if (topics != NIL)
 			ereport(LOG,
@@ -804,8 +815,15 @@ aw_worker_main(Datum main_arg)
 		/* sleep until an event or the next deadline */
 		now = GetCurrentTimestamp();
 		next = aw_worker_next_deadline(now);
+		/*
+		 * WaitEventSetWait takes at most INT_MAX ms (it asserts so, and
+		 * hands the timeout on as an int): a deadline further ahead, such
+		 * as the end of pause(topic, now() + '30 days'), is looked at again
+		 * after that long, instead of being cut to a negative int (wait
+		 * for ever) or tripping the assertion.
+		 */
 		if (next != 0)
-			timeout = Max(0, (long) ((next - now + 999) / 1000));
+			timeout = (long) Max(0, Min((next - now + 999) / 1000, (int64) INT_MAX));
 
 		if (wait_set == NULL || wait_generation != aw_listener_generation())
 		{

@@ -32,6 +32,7 @@
 
 #include "access/xact.h"
 #include "commands/dbcommands.h"
+#include "commands/trigger.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/latch.h"
@@ -42,6 +43,7 @@
 #include "utils/lsyscache.h"
 #include "utils/varlena.h"
 
+#include "aw_plans.h"
 #include "aw_settings.h"
 #include "aw_worker_slots.h"
 
@@ -61,6 +63,9 @@ static int	aw_arriving_slot = -1;
 
 /* this transaction creates or updates the extension: wake the worker */
 static bool aw_extension_changed = false;
+
+/* a set_limit(), set_rate(), pause() or resume() writes its table now */
+static bool aw_settings_by_call = false;
 static bool aw_xact_callback_registered = false;
 
 Size
@@ -257,6 +262,77 @@ aw_slot_index_named(const char *dbname)
 	return slot ? (int) (slot - aw_slots->slots) : -1;
 }
 
+static void aw_ddl_xact_callback(XactEvent event, void *arg);
+
+/*
+ * The settings of the slot's database must be loaded again.  The count
+ * tells a load that began before this (and may have read the tables as
+ * they were) not to mark them loaded when it ends (aw_worker_load_limits).
+ * Never raises.
+ */
+void
+aw_worker_slot_unload(AwWorkerSlot *slot)
+{
+	SpinLockAcquire(&slot->mutex);
+	slot->limits_loaded = false;
+	slot->limits_gen++;
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
+ * Run a set_limit(), set_rate(), pause() or resume() statement on its
+ * table: those apply to the set themselves, at their commit, so their
+ * writes are not news to the worker (aw_settings_written).
+ */
+uint64
+aw_settings_run(SPIPlanPtr plan, Datum *args, int expected)
+{
+	uint64		n;
+
+	aw_settings_by_call = true;
+	PG_TRY();
+	{
+		n = aw_plan_run(plan, args, NULL, expected);
+	}
+	PG_FINALLY();
+	{
+		aw_settings_by_call = false;
+	}
+	PG_END_TRY();
+	return n;
+}
+
+/*
+ * The statement trigger of aion_wake.limits, rates and pauses: rows
+ * written there other than by set_limit(), set_rate(), pause() or
+ * resume() -- pg_restore --data-only, a COPY or an INSERT of a dump --
+ * are in no shared memory.  The worker of a served database that has
+ * loaded its settings is not told otherwise, and claims would go on
+ * without them (no rate, no pause, no limit).  At the commit its mark is
+ * cleared, as after CREATE EXTENSION: claims take nothing of those topics
+ * until the worker has loaded them (a rate with a full window).
+ */
+PG_FUNCTION_INFO_V1(aw_settings_written);
+
+Datum
+aw_settings_written(PG_FUNCTION_ARGS)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("aion_wake.settings_written() may only be called as a trigger")));
+	if (!aw_settings_by_call)
+	{
+		aw_extension_changed = true;
+		if (!aw_xact_callback_registered)
+		{
+			RegisterXactCallback(aw_ddl_xact_callback, NULL);
+			aw_xact_callback_registered = true;
+		}
+	}
+	return PointerGetDatum(NULL);
+}
+
 /*
  * The transaction that dropped, renamed or created a database ended.
  * COMMIT: a database taken away is missing now (its worker keeps waiting),
@@ -275,9 +351,12 @@ aw_ddl_xact_callback(XactEvent event, void *arg)
 	{
 		AwWorkerSlot *slot = aw_worker_slot_for(MyDatabaseId);
 
-		/* a new aion_wake.limits (or the first, from 1.0): load it again */
+		/*
+		 * a new aion_wake.limits (or the first, from 1.0), or settings
+		 * written by hand: load them again
+		 */
 		if (slot != NULL)
-			slot->limits_loaded = false;
+			aw_worker_slot_unload(slot);
 		aw_wake_worker(MyDatabaseId);
 	}
 	aw_extension_changed = false;

@@ -356,7 +356,10 @@ aw_xact_record_limit(const char *topic, int32 max_in_flight, AwLiveLease *leases
  * A set_rate(), or a pause() or resume(), of a topic: as set_limit(), only
  * the last one of each kind of a topic in the transaction applies at
  * commit, and one rolled back to a savepoint gives the one before its say
- * again.
+ * again.  A call applies as it would alone, so it keeps what the table
+ * held before the transaction: had_rate and had_paused_until of the first
+ * call of its kind (which read the table before this transaction wrote
+ * it), since the earlier calls' writes hide it from a later call's look.
  */
 AwRateSetting *
 aw_xact_record_rate(const char *topic, const AwRateSetting *s)
@@ -376,11 +379,47 @@ aw_xact_record_rate(const char *topic, const AwRateSetting *s)
 		{
 			p->superseded = true;
 			r->first = p;
+			r->rate.had_rate = p->rate.had_rate;
+			r->rate.had_paused_until = p->rate.had_paused_until;
 			break;
 		}
 	}
 	dlist_push_tail(&aw_limit_records, &r->settled_node);
 	return &r->rate;
+}
+
+/*
+ * Has this transaction called set_rate() (*rate_set) or pause() or
+ * resume() (*pause_set) for topic, calls not rolled back?  Then the
+ * tables show its own rows, not yet in shared memory: *had_rate and
+ * *had_paused_until say what they held before it.  False for neither.
+ */
+bool
+aw_xact_rate_before(const char *topic, bool *rate_set, bool *had_rate, bool *pause_set,
+					TimestampTz *had_paused_until)
+{
+	dlist_iter	iter;
+
+	*rate_set = *pause_set = *had_rate = false;
+	*had_paused_until = 0;
+	dlist_foreach(iter, &aw_limit_records)
+	{
+		AwRecord   *p = dlist_container(AwRecord, settled_node, iter.cur);
+
+		if (p->kind != AW_REC_RATE || strcmp(p->topic, topic) != 0)
+			continue;
+		if (p->rate.pause)
+		{
+			*pause_set = true;
+			*had_paused_until = p->rate.had_paused_until;
+		}
+		else
+		{
+			*rate_set = true;
+			*had_rate = p->rate.had_rate;
+		}
+	}
+	return *rate_set || *pause_set;
 }
 
 /*
