@@ -45,7 +45,7 @@ SHLIB_LINK_INTERNAL = $(libpq)
 # regression.diffs, regression.out and log/ at the top, which PGXS's clean
 # removes.  The temporary instance stays under test/, apart from TAP's
 # tmp_check/: pg_regress removes its instance directory before it starts.
-REGRESS = setup protocol outbox security limits monitoring batch batch_books
+REGRESS = setup protocol outbox security limits monitoring batch batch_books priorities
 REGRESS_OPTS = --temp-config=test/aion_wake.conf --temp-instance=test/tmp_check \
 	--load-extension=aion_wake
 

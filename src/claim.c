@@ -66,7 +66,7 @@ PG_FUNCTION_INFO_V1(aw_claim_topics);
 #define AW_HANDOFF_MAX 64
 
 
-static SPIPlanPtr aw_claim_plans[2];
+static SPIPlanPtr aw_claim_plans[3];	/* by schema: 1.0, 1.1, 1.2 */
 
 /*
  * The claim: for each topic ($1, with $2 the rows it may give), its oldest
@@ -120,25 +120,106 @@ static const char aw_claim_shares_sql[] =
 "         ORDER BY x.visible_after, x.dispatch_key LIMIT $4) k "
 " GROUP BY k.topic";
 
-static SPIPlanPtr aw_claim_shares_plan = NULL;
+/*
+ * From the 1.2 schema rows have a priority, and a topic's visible rows are
+ * taken highest priority first, then oldest fence.  One range scan of
+ * (topic, priority, visible_after) cannot give that order: it would read
+ * and filter every row of a higher priority whose fence is ahead (leased,
+ * parked, backing off).  So the rows of topic q.topic are found by a walk
+ * down the topic's distinct priorities (r: one backward probe of the index
+ * per priority, from the highest), and in each priority by a range scan of
+ * its visible rows, oldest fence first (y).  The walk is lazy and the whole
+ * stops at q.allow rows, so a claim reads the priorities above the first
+ * that has enough rows and no more: with every row at one priority, one
+ * probe more than a claim without priorities.  cols are the columns taken
+ * of each row, lock its locking clause.
+ */
+#define AW_CLAIM_BY_PRIORITY(cols, lock) \
+"LATERAL (WITH RECURSIVE r(p) AS ( " \
+"           SELECT (SELECT o.priority FROM aion_wake.outbox o " \
+"                    WHERE o.topic OPERATOR(pg_catalog.=) q.topic " \
+"                    ORDER BY o.priority DESC LIMIT 1) " \
+"          UNION ALL " \
+"           SELECT (SELECT o.priority FROM aion_wake.outbox o " \
+"                    WHERE o.topic OPERATOR(pg_catalog.=) q.topic " \
+"                      AND o.priority OPERATOR(pg_catalog.<) r.p " \
+"                    ORDER BY o.priority DESC LIMIT 1) " \
+"             FROM r WHERE r.p IS NOT NULL) " \
+"         SELECT y.* FROM r, " \
+"              LATERAL (SELECT " cols " FROM aion_wake.outbox o " \
+"                        WHERE o.topic OPERATOR(pg_catalog.=) q.topic " \
+"                          AND o.priority OPERATOR(pg_catalog.=) r.p " \
+"                          AND o.visible_after OPERATOR(pg_catalog.<=) $3 " \
+"                        ORDER BY o.visible_after LIMIT q.allow" lock ") y " \
+"          LIMIT q.allow) x"
 
+/* aw_claim_sql from the 1.2 schema: by priority, then fence */
+static const char aw_claim_prio_sql[] =
+"WITH q AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) "
+"                        AS q(topic, allow)), "
+"c AS (SELECT x.* FROM q, "
+AW_CLAIM_BY_PRIORITY("o.dispatch_key, o.topic, o.priority, o.visible_after AS old_fence, "
+					 "o.parked_at IS NOT NULL AS was_parked",
+					 " FOR UPDATE OF o SKIP LOCKED")
+"), "
+"p AS (SELECT c.dispatch_key FROM c "
+"       ORDER BY c.priority DESC, c.old_fence, c.dispatch_key LIMIT $4), "
+"u AS (UPDATE aion_wake.outbox o "
+"         SET visible_after = $5, parked_at = NULL, leased_until = $5, "
+"             lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass) "
+"       WHERE o.dispatch_key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT p.dispatch_key FROM p)) "
+"   RETURNING o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
+"             o.enqueued_at, o.last_error, o.lease_token, o.parked_at, o.leased_until, "
+"             o.priority) "
+"SELECT u.*, c.old_fence, c.was_parked, c.topic, u.dispatch_key IS NOT NULL "
+"  FROM c LEFT JOIN u ON u.dispatch_key OPERATOR(pg_catalog.=) c.dispatch_key "
+" ORDER BY u.dispatch_key IS NULL, c.priority DESC, c.old_fence, c.dispatch_key";
+
+/* aw_claim_shares_sql from the 1.2 schema: by priority, then fence */
+static const char aw_claim_prio_shares_sql[] =
+"SELECT k.topic, pg_catalog.count(*)::pg_catalog.int4 "
+"  FROM (SELECT x.topic, x.priority, x.visible_after, x.dispatch_key "
+"          FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS q(topic, allow), "
+AW_CLAIM_BY_PRIORITY("o.topic, o.priority, o.visible_after, o.dispatch_key", "")
+"         ORDER BY x.priority DESC, x.visible_after, x.dispatch_key LIMIT $4) k "
+" GROUP BY k.topic";
+
+static SPIPlanPtr aw_claim_shares_plans[2];	/* before 1.2, from 1.2 */
+
+/* The kept claim statement for schema version v (aw_schema_version). */
 static SPIPlanPtr
-aw_claim_plan(bool v11)
+aw_claim_plan(int version)
 {
 	static const Oid types[5] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID,
 	INT4OID, TIMESTAMPTZOID};
-	int			v = v11 ? 1 : 0;
+	int			v = version >= 12 ? 2 : version >= 11 ? 1 : 0;
 
 	if (aw_claim_plans[v] == NULL)
 	{
-		char	   *sql = psprintf(aw_claim_sql,
-								   v ? ", leased_until = $5" : "",
-								   v ? ", o.leased_until" : "");
+		char	   *sql;
 
+		if (v == 2)
+			sql = pstrdup(aw_claim_prio_sql);
+		else
+			sql = psprintf(aw_claim_sql,
+						   v ? ", leased_until = $5" : "",
+						   v ? ", o.leased_until" : "");
 		(void) aw_plan_prepare(&aw_claim_plans[v], sql, 5, types);
 		pfree(sql);
 	}
 	return aw_claim_plans[v];
+}
+
+/* The kept shares statement for schema version v. */
+static SPIPlanPtr
+aw_claim_shares_plan(int version)
+{
+	static const Oid types[4] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID, INT4OID};
+	int			v = version >= 12 ? 1 : 0;
+
+	return aw_plan_prepare(&aw_claim_shares_plans[v],
+						   v ? aw_claim_prio_shares_sql : aw_claim_shares_sql,
+						   4, types);
 }
 
 /* How many settled leases of topic i may pass their slots to the claim. */
@@ -357,6 +438,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 {
 	TimestampTz now;
 	bool		limits;
+	int			version;
 	int			pnatts;
 	Datum	   *names;
 	Datum	   *allows;
@@ -377,8 +459,9 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	 * those of the schema (pnatts), then the claim's own.
 	 */
 	aw_lock_outbox();
-	limits = aw_schema_version() >= 11;
-	pnatts = limits ? AW_OUTBOX_MAX_NATTS : AW_OUTBOX_MAX_NATTS - 1;
+	version = aw_schema_version();
+	limits = version >= 11;
+	pnatts = version >= 12 ? 11 : version >= 11 ? 10 : 9;
 	c->missing = 0;
 	if (limits)
 	{
@@ -447,11 +530,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		multi = nq > 1;
 		if (multi)
 		{
-			static const Oid types[4] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID, INT4OID};
-
-			n = aw_plan_run(aw_plan_prepare(&aw_claim_shares_plan, aw_claim_shares_sql,
-											4, types),
-							args, NULL, SPI_OK_SELECT);
+			n = aw_plan_run(aw_claim_shares_plan(version), args, NULL, SPI_OK_SELECT);
 			nq = 0;
 			for (r = 0; r < n; r++)
 			{
@@ -474,7 +553,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		for (i = 0; i < c->ntopics; i++)
 			c->topics[i].got_before = c->topics[i].got;
 
-		n = aw_plan_run(aw_claim_plan(limits), args, NULL, SPI_OK_SELECT);
+		n = aw_plan_run(aw_claim_plan(version), args, NULL, SPI_OK_SELECT);
 		for (r = 0; r < n; r++)
 		{
 			HeapTuple	tup = SPI_tuptable->vals[r];

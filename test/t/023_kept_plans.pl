@@ -12,6 +12,10 @@
 # aion_wake's statements with sequential and bitmap scans off, and the
 # statements are written so that an index plan exists for each.
 #
+# Claims of the 1.2 schema walk a topic's priorities (src/claim.c): the
+# rows enqueued here have several, and the table grows with rows of ten
+# priorities whose fences are ahead, the rows a claim must not read.
+#
 # The test makes every kept plan while the table holds three analyzed
 # rows -- in a session (claim of one topic and of two, park with and
 # without a lease token, complete, fail, dead_letter, enqueue, reoffer,
@@ -48,13 +52,13 @@ sub run_everything
 {
 	my ($tag) = @_;
 	$s->query_safe(qq{
-SELECT aion_wake.enqueue('$tag-a', '{}', 'small');
-SELECT aion_wake.enqueue('$tag-b', '{}', 'small');
+SELECT aion_wake.enqueue('$tag-a', '{}', 'small', priority => 5);
+SELECT aion_wake.enqueue('$tag-b', '{}', 'small', priority => -5);
 SELECT aion_wake.enqueue('$tag-c', '{}', 'small');
 SELECT aion_wake.enqueue('$tag-d', '{}', 'small');
 SELECT aion_wake.enqueue('$tag-e', '{}', 'small');
 SELECT count(*) FROM aion_wake.claim('small', 5);
-SELECT aion_wake.enqueue('$tag-f', '{}', 'small2');
+SELECT aion_wake.enqueue('$tag-f', '{}', 'small2', priority => 3);
 SELECT count(*) FROM aion_wake.claim(ARRAY['small', 'small2'], 2);
 SELECT aion_wake.park('$tag-a', '1 hour');
 SELECT aion_wake.park('$tag-b', '1 hour',
@@ -76,7 +80,19 @@ SELECT aion_wake.park_many(ARRAY['$tag-i'], '1 hour',
 SELECT aion_wake.dead_letter_many(ARRAY['$tag-j'], 'x',
        ARRAY(SELECT lease_token FROM aion_wake.outbox WHERE dispatch_key = '$tag-j'));
 SELECT count(*) FROM aion_wake.complete_many(ARRAY['$tag-k'],
-       ARRAY(SELECT lease_token FROM aion_wake.outbox WHERE dispatch_key = '$tag-k'), 1);});
+       ARRAY(SELECT lease_token FROM aion_wake.outbox WHERE dispatch_key = '$tag-k'), 1);
+SELECT aion_wake.enqueue('$tag-p' || p, '{}', 'prio', priority => p)
+  FROM generate_series(-2, 2) p;
+SELECT aion_wake.enqueue('$tag-q', '{}', 'prio2', priority => 1);});
+	# claims take the highest priority first, whatever the plan was made on
+	is( $s->query_safe(q{
+SELECT string_agg(priority::text, ',') FROM aion_wake.claim('prio', 2)}),
+		'2,1', "$tag: the claim takes the highest priorities first");
+	is( $s->query_safe(q{
+SELECT string_agg(topic || ':' || priority, ',') FROM aion_wake.claim(ARRAY['prio', 'prio2'], 2)}),
+		'prio2:1,prio:0', "$tag: a claim of two topics too");
+	$s->query_safe(qq{
+DELETE FROM aion_wake.outbox WHERE dispatch_key LIKE '$tag-p%' OR topic = 'prio2'});
 	# the worker: a fence look-up for a waiter, and a re-offer
 	aw_start($waiter,
 		"SELECT count(*) FROM aion_wake.claim('wait_$tag', 1, '30 s', '1 s')");
@@ -90,10 +106,11 @@ run_everything('small');
 
 # grow the table without telling the planner
 $node->safe_psql('postgres', q{
-INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, parked_at)
-SELECT 'big' || g, 'small', clock_timestamp() + interval '1 hour',
-       clock_timestamp(), CASE WHEN g % 2 = 0 THEN clock_timestamp() END
-  FROM generate_series(1, 20000) g;});
+INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, parked_at,
+                              priority)
+SELECT 'big-' || t || g, t, clock_timestamp() + interval '1 hour',
+       clock_timestamp(), CASE WHEN g % 2 = 0 THEN clock_timestamp() END, g % 10
+  FROM generate_series(1, 20000) g, unnest(ARRAY['small', 'prio']) t;});
 is( $node->safe_psql('postgres',
 		"SELECT reltuples < 100 FROM pg_class WHERE oid = 'aion_wake.outbox'::regclass"),
 	't', 'the statistics still describe a small table');
@@ -145,7 +162,8 @@ for my $what (
 	'SELECT pg_catalog.count\(\*\) FROM \(',
 	'SELECT pg_catalog.min\(visible_after\) FROM aion_wake.outbox',
 	'DELETE FROM aion_wake.outbox o USING ROWS FROM',
-	'WITH b AS \(SELECT o.dispatch_key, q.t, o.visible_after FROM ROWS FROM')
+	'WITH b AS \(SELECT o.dispatch_key, q.t, o.visible_after FROM ROWS FROM',
+	'LATERAL \(WITH RECURSIVE r\(p\) AS')
 {
 	(my $re = $what) =~ s/ /\\s+/g;
 	ok((grep { /$re/ } @plans), "a plan was logged for: $what");
