@@ -160,11 +160,14 @@ ALTER TABLE aion_wake.outbox ADD COLUMN priority smallint NOT NULL DEFAULT 0
 ALTER TABLE aion_wake.dead_letters ADD COLUMN priority smallint NOT NULL DEFAULT 0;
 
 -- claims: per topic, the distinct priorities (walked from the highest),
--- then in each the visible rows, oldest fence first.  The index of 1.0 on
--- (topic, visible_after) stays: the worker, backlog() and the waiters'
--- next-fence probes read it.
+-- then in each the visible rows, oldest fence first.  priority DESC, so
+-- that the probe for a topic's highest priority reads the leaf page the
+-- claim's range scan reads next (that priority's oldest fences), not the
+-- far end of the topic, where every claim writes its new lease's entry.
+-- The index of 1.0 on (topic, visible_after) stays: the worker, backlog()
+-- and the waiters' next-fence probes read it.
 CREATE INDEX outbox_topic_priority_visible_idx
-	ON aion_wake.outbox (topic, priority, visible_after);
+	ON aion_wake.outbox (topic, priority DESC, visible_after);
 
 -- enqueue gains priority, an int (an integer literal such as 5 does not
 -- convert to smallint implicitly, so priority => 5 would find no function),

@@ -126,8 +126,9 @@ static const char aw_claim_shares_sql[] =
  * (topic, priority, visible_after) cannot give that order: it would read
  * and filter every row of a higher priority whose fence is ahead (leased,
  * parked, backing off).  So the rows of topic q.topic are found by a walk
- * down the topic's distinct priorities (r: one backward probe of the index
- * per priority, from the highest), and in each priority by a range scan of
+ * down the topic's distinct priorities (r: one probe of the index
+ * (topic, priority DESC, visible_after) per priority, from the highest),
+ * and in each priority by a range scan of
  * its visible rows, oldest fence first (y).  The walk is lazy and the whole
  * stops at q.allow rows, so a claim reads the priorities above the first
  * that has enough rows and no more: with every row at one priority, one
