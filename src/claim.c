@@ -2,8 +2,9 @@
  *
  * claim.c
  *	  claim(topic, ...) and claim(topics[], ...): lease visible rows, oldest
- *	  fence first, each topic within its limit; with wait, block until a
- *	  row of one of the topics is ready.
+ *	  fence first (from the 1.2 schema: highest priority first, then oldest
+ *	  fence), each topic within its limit; with wait, block until a row of
+ *	  one of the topics is ready.
  *
  *	  A claim of a limited topic first reserves slots of it under the set's
  *	  lock, then locks rows (FOR UPDATE SKIP LOCKED), so concurrent claims
@@ -430,7 +431,8 @@ aw_lock_outbox(void)
  * One claim attempt over the topics in mask: lease up to max_rows rows
  * into the result tuplestore.  First, for the topics in spend, pulse slots
  * are spent on their oldest confirmed parks, claimed straight from their
- * fences; then visible rows, oldest fence first across the topics, each
+ * fences; then visible rows, oldest fence first (from 1.2: highest
+ * priority first, then oldest fence) across the topics, each
  * within its allowance.  Returns the number claimed.  Caller is connected
  * to SPI.
  */
@@ -671,7 +673,8 @@ aw_claim(PG_FUNCTION_ARGS)
 
 /*
  * claim(topics[], max_rows, lease, wait): the same over 1 to 64 distinct
- * topics (duplicates ignored), oldest fence first across them, each within
+ * topics (duplicates ignored), oldest fence first (from 1.2: highest
+ * priority first) across them, each within
  * its limit; with wait, block until a row of any of them is ready.
  */
 Datum
@@ -739,7 +742,7 @@ aw_claim_topics(PG_FUNCTION_ARGS)
  * checked by the caller before it settled).  After complete, fail and dead_letter
  * (spend_parked) the slot the settle freed goes first to the topic's
  * oldest confirmed park, claimed straight from its fence, else to the
- * oldest visible row; after park, never to a parked row (the consumer just
+ * next visible row (claim's order); after park, never to a parked row (the consumer just
  * said BUSY).  On a limited topic the slot passes from the settled lease to
  * the first new one without ever being free (aw_claim_reserve), as long as
  * the topic is not over its limit.  When the settle found no row (topic is
