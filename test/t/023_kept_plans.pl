@@ -108,7 +108,7 @@ run_everything('small');
 $node->safe_psql('postgres', q{
 INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, parked_at,
                               priority)
-SELECT 'big-' || t || g, t, clock_timestamp() + interval '1 hour',
+SELECT 'grown-' || t || g, t, clock_timestamp() + interval '1 hour',
        clock_timestamp(), CASE WHEN g % 2 = 0 THEN clock_timestamp() END, g % 10
   FROM generate_series(1, 20000) g, unnest(ARRAY['small', 'prio']) t;});
 is( $node->safe_psql('postgres',
@@ -168,6 +168,39 @@ for my $what (
 	(my $re = $what) =~ s/ /\\s+/g;
 	ok((grep { /$re/ } @plans), "a plan was logged for: $what");
 }
+
+# the claim's walk over priorities reads no row of a higher priority whose
+# fence is ahead: topic prio holds 20,000 such rows over ten priorities,
+# and one visible row of priority 0; every index scan of the claim's plan
+# (a probe per priority, a range scan per priority) returns at most one
+# row per loop and nothing is filtered out
+$node->safe_psql('postgres', q{
+ALTER SYSTEM SET auto_explain.log_min_duration = 0;
+ALTER SYSTEM SET auto_explain.log_analyze = on;
+SELECT pg_reload_conf();});
+$s->query_safe('SELECT 1');    # takes in the reload
+$s->query_safe(q{SELECT aion_wake.enqueue('walk-0', '{}', 'prio', priority => 0)});
+$offset = -s $node->logfile;
+is($s->query_safe(q{SELECT dispatch_key FROM aion_wake.claim('prio', 1)}),
+	'walk-0', 'the claim finds the one visible row below ten fenced priorities');
+$node->safe_psql('postgres', q{
+ALTER SYSTEM RESET auto_explain.log_min_duration;
+ALTER SYSTEM RESET auto_explain.log_analyze;
+SELECT pg_reload_conf();});
+$log = slurp_file($node->logfile, $offset);
+my ($walk) = grep { /LATERAL \(WITH RECURSIVE r\(p\) AS/ } split /LOG:  duration:/, $log;
+ok(defined $walk, 'the claim\'s plan was logged with its execution');
+$walk //= '';
+my @scans = ($walk =~ /(Index (?:Only )?Scan (?:Backward )?using \S+ on outbox[^\n]*)/g);
+cmp_ok(scalar(@scans), '>=', 3, 'the walk scans the outbox by index');
+my @wide = grep { !/actual time=\S+ rows=[01] loops=\d+/ } @scans;
+is(scalar(@wide), 0, 'each of its index scans returns at most one row per loop')
+  or diag(join("\n", @wide));
+unlike($walk, qr/Rows Removed by Filter: [1-9]/, 'and filters out nothing')
+  or diag($walk);
+like($walk, qr/CTE Scan on r .*\(actual time=\S+ rows=10 loops=1\)/,
+	'it walked the ten priorities, no more')
+  or diag($walk);
 
 $s->quit;
 $waiter->quit;
