@@ -133,8 +133,12 @@ static const char aw_claim_shares_sql[] =
  * its visible rows, oldest fence first (y).  The walk is lazy and the whole
  * stops at q.allow rows, so a claim reads the priorities above the first
  * that has enough rows and no more: with every row at one priority, one
- * probe more than a claim without priorities.  cols are the columns taken
- * of each row, lock its locking clause.
+ * probe more than a claim without priorities.  The LIMIT takes the rows
+ * in the walk's order: y depends on r (LATERAL), so the join is a nested
+ * loop with r outer, and r yields the priorities as the recursion finds
+ * them, highest first; and only the rows the LIMIT takes are locked.  The
+ * statements sort what they took again where topics meet.  cols are the
+ * columns taken of each row, lock its locking clause.
  */
 #define AW_CLAIM_BY_PRIORITY(cols, lock) \
 "LATERAL (WITH RECURSIVE r(p) AS ( " \
