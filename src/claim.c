@@ -137,20 +137,23 @@ static const char aw_claim_shares_sql[] =
  * in the walk's order: y depends on r (LATERAL), so the join is a nested
  * loop with r outer, and r yields the priorities as the recursion finds
  * them, highest first; and only the rows the LIMIT takes are locked.  The
- * statements sort what they took again where topics meet.  cols are the
- * columns taken of each row, lock its locking clause.
+ * statements sort what they took again where topics meet.  The walk
+ * starts below q.below (a claim of several topics passes there the
+ * priorities it is done with, aw_claim_once); stop may end it early.
+ * cols are the columns taken of each row, lock its locking clause.
  */
-#define AW_CLAIM_BY_PRIORITY(cols, lock) \
+#define AW_CLAIM_BY_PRIORITY(cols, lock, stop) \
 "LATERAL (WITH RECURSIVE r(p) AS ( " \
 "           SELECT (SELECT o.priority FROM aion_wake.outbox o " \
 "                    WHERE o.topic OPERATOR(pg_catalog.=) q.topic " \
+"                      AND o.priority OPERATOR(pg_catalog.<) q.below " \
 "                    ORDER BY o.priority DESC LIMIT 1) " \
 "          UNION ALL " \
 "           SELECT (SELECT o.priority FROM aion_wake.outbox o " \
 "                    WHERE o.topic OPERATOR(pg_catalog.=) q.topic " \
 "                      AND o.priority OPERATOR(pg_catalog.<) r.p " \
 "                    ORDER BY o.priority DESC LIMIT 1) " \
-"             FROM r WHERE r.p IS NOT NULL) " \
+"             FROM r WHERE r.p IS NOT NULL" stop ") " \
 "         SELECT y.* FROM r, " \
 "              LATERAL (SELECT " cols " FROM aion_wake.outbox o " \
 "                        WHERE o.topic OPERATOR(pg_catalog.=) q.topic " \
@@ -159,14 +162,20 @@ static const char aw_claim_shares_sql[] =
 "                        ORDER BY o.visible_after LIMIT q.allow" lock ") y " \
 "          LIMIT q.allow) x"
 
-/* aw_claim_sql from the 1.2 schema: by priority, then fence */
+/*
+ * aw_claim_sql from the 1.2 schema: by priority, then fence.  Each topic
+ * ($1) gives at most $2 rows, of priorities below $6 and not below $7
+ * (aw_claim_once).
+ */
 static const char aw_claim_prio_sql[] =
-"WITH q AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) "
-"                        AS q(topic, allow)), "
+"WITH q AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), "
+"                                    pg_catalog.unnest($6), pg_catalog.unnest($7)) "
+"                        AS q(topic, allow, below, floor)), "
 "c AS (SELECT x.* FROM q, "
 AW_CLAIM_BY_PRIORITY("o.dispatch_key, o.topic, o.priority, o.visible_after AS old_fence, "
 					 "o.parked_at IS NOT NULL AS was_parked",
-					 " FOR UPDATE OF o SKIP LOCKED")
+					 " FOR UPDATE OF o SKIP LOCKED",
+					 " AND r.p OPERATOR(pg_catalog.>) q.floor")
 "), "
 "p AS (SELECT c.dispatch_key FROM c "
 "       ORDER BY c.priority DESC, c.old_fence, c.dispatch_key LIMIT $4), "
@@ -181,12 +190,18 @@ AW_CLAIM_BY_PRIORITY("o.dispatch_key, o.topic, o.priority, o.visible_after AS ol
 "  FROM c LEFT JOIN u ON u.dispatch_key OPERATOR(pg_catalog.=) c.dispatch_key "
 " ORDER BY u.dispatch_key IS NULL, c.priority DESC, c.old_fence, c.dispatch_key";
 
-/* aw_claim_shares_sql from the 1.2 schema: by priority, then fence */
+/*
+ * aw_claim_shares_sql from the 1.2 schema: by priority, then fence, each
+ * topic's rows of priorities below $5; with each share, the lowest
+ * priority in it.
+ */
 static const char aw_claim_prio_shares_sql[] =
-"SELECT k.topic, pg_catalog.count(*)::pg_catalog.int4 "
+"SELECT k.topic, pg_catalog.count(*)::pg_catalog.int4, "
+"       pg_catalog.min(k.priority)::pg_catalog.int4 "
 "  FROM (SELECT x.topic, x.priority, x.visible_after, x.dispatch_key "
-"          FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS q(topic, allow), "
-AW_CLAIM_BY_PRIORITY("o.topic, o.priority, o.visible_after, o.dispatch_key", "")
+"          FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), "
+"                          pg_catalog.unnest($5)) AS q(topic, allow, below), "
+AW_CLAIM_BY_PRIORITY("o.topic, o.priority, o.visible_after, o.dispatch_key", "", "")
 "         ORDER BY x.priority DESC, x.visible_after, x.dispatch_key LIMIT $4) k "
 " GROUP BY k.topic";
 
@@ -196,8 +211,8 @@ static SPIPlanPtr aw_claim_shares_plans[2];	/* before 1.2, from 1.2 */
 static SPIPlanPtr
 aw_claim_plan(int version)
 {
-	static const Oid types[5] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID,
-	INT4OID, TIMESTAMPTZOID};
+	static const Oid types[7] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID,
+	INT4OID, TIMESTAMPTZOID, INT4ARRAYOID, INT4ARRAYOID};
 	int			v = version >= 12 ? 2 : version >= 11 ? 1 : 0;
 
 	if (aw_claim_plans[v] == NULL)
@@ -210,7 +225,7 @@ aw_claim_plan(int version)
 			sql = psprintf(aw_claim_sql,
 						   v ? ", leased_until = $5" : "",
 						   v ? ", o.leased_until" : "");
-		(void) aw_plan_prepare(&aw_claim_plans[v], sql, 5, types);
+		(void) aw_plan_prepare(&aw_claim_plans[v], sql, v == 2 ? 7 : 5, types);
 		pfree(sql);
 	}
 	return aw_claim_plans[v];
@@ -220,12 +235,13 @@ aw_claim_plan(int version)
 static SPIPlanPtr
 aw_claim_shares_plan(int version)
 {
-	static const Oid types[4] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID, INT4OID};
+	static const Oid types[5] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID, INT4OID,
+	INT4ARRAYOID};
 	int			v = version >= 12 ? 1 : 0;
 
 	return aw_plan_prepare(&aw_claim_shares_plans[v],
 						   v ? aw_claim_prio_shares_sql : aw_claim_shares_sql,
-						   4, types);
+						   v ? 5 : 4, types);
 }
 
 /* How many settled leases of topic i may pass their slots to the claim. */
@@ -449,12 +465,16 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	int			pnatts;
 	Datum	   *names;
 	Datum	   *allows;
-	Datum		args[5];
+	Datum	   *belows;
+	Datum	   *floors;
+	Datum		args[7];
 	uint64		n;
 	uint64		r;
 	int			nq = 0;
 	int			i;
 	bool		exhausted[AW_WAIT_MAX_TOPICS];
+	int32		pbelow[AW_WAIT_MAX_TOPICS];	/* 1.2: priorities done with */
+	int32		pfloor[AW_WAIT_MAX_TOPICS];	/* 1.2: the lowest of a share */
 
 	/*
 	 * The schema this attempt acts on: the one installed now, which no
@@ -503,13 +523,30 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	 * Then visible rows, in rounds.  With one topic, the claim locks up to
 	 * its allowance of rows nobody holds and leases them all.  With
 	 * several, each topic is given its share of the oldest rows across
-	 * them; a topic that then finds fewer rows than its share that nobody
-	 * holds has no more, and the next round shares what is still wanted
-	 * among the others.  So every round but the last exhausts a topic.
+	 * them, counted without locking (so rows other claims hold count); a
+	 * topic that then finds fewer rows than its share that nobody holds has
+	 * no more, and the next round shares what is still wanted among the
+	 * others.  So every round but the last exhausts a topic.
+	 *
+	 * From the 1.2 schema, by priority: a topic takes rows of its share's
+	 * lowest priority or higher only (floor), else a topic whose highest
+	 * rows another claim holds would go on to its own lower priorities,
+	 * past higher rows of the other topics.  A topic short of its share has
+	 * then no more rows nobody holds at those priorities: the next round
+	 * looks below them (below), and shares again among all the topics.
+	 * Every round but the last lowers a topic's below, to a priority that
+	 * holds rows, so the rounds end.
 	 */
 	names = palloc(sizeof(Datum) * c->ntopics);
 	allows = palloc(sizeof(Datum) * c->ntopics);
+	belows = palloc(sizeof(Datum) * c->ntopics);
+	floors = palloc(sizeof(Datum) * c->ntopics);
 	memset(exhausted, 0, sizeof(exhausted));
+	for (i = 0; i < c->ntopics; i++)
+	{
+		pbelow[i] = AW_PRIORITY_MAX + 1;
+		pfloor[i] = PG_INT16_MIN;
+	}
 	for (;;)
 	{
 		int32		want = c->max_rows - (int32) c->claimed;
@@ -521,10 +558,14 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		for (i = 0; i < c->ntopics; i++)
 		{
 			c->topics[i].share = 0;
-			if (c->topics[i].allow - c->topics[i].got <= 0 || exhausted[i])
+			pfloor[i] = PG_INT16_MIN;
+			if (c->topics[i].allow - c->topics[i].got <= 0 || exhausted[i] ||
+				pbelow[i] <= AW_PRIORITY_MIN)
 				continue;
 			names[nq] = CStringGetTextDatum(c->topics[i].name);
 			allows[nq] = Int32GetDatum(c->topics[i].allow - c->topics[i].got);
+			belows[nq] = Int32GetDatum(pbelow[i]);
+			floors[nq] = Int32GetDatum(pfloor[i]);
 			nq++;
 		}
 		if (nq == 0 || want <= 0)
@@ -534,10 +575,15 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		args[2] = TimestampTzGetDatum(now);
 		args[3] = Int32GetDatum(want);
 		args[4] = TimestampTzGetDatum(c->lease_end);
+		args[5] = PointerGetDatum(construct_array(belows, nq, INT4OID, 4, true, TYPALIGN_INT));
+		args[6] = PointerGetDatum(construct_array(floors, nq, INT4OID, 4, true, TYPALIGN_INT));
 		multi = nq > 1;
 		if (multi)
 		{
-			n = aw_plan_run(aw_claim_shares_plan(version), args, NULL, SPI_OK_SELECT);
+			/* the shares statement's $5 is the claim's $6 (1.2) */
+			Datum		sargs[5] = {args[0], args[1], args[2], args[3], args[5]};
+
+			n = aw_plan_run(aw_claim_shares_plan(version), sargs, NULL, SPI_OK_SELECT);
 			nq = 0;
 			for (r = 0; r < n; r++)
 			{
@@ -550,12 +596,22 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 				shared += t->share;
 				names[nq] = CStringGetTextDatum(t->name);
 				allows[nq] = Int32GetDatum(t->share);
+				if (version >= 12)
+				{
+					int			ti = t - c->topics;
+
+					pfloor[ti] = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+					belows[nq] = Int32GetDatum(pbelow[ti]);
+					floors[nq] = Int32GetDatum(pfloor[ti]);
+				}
 				nq++;
 			}
 			if (nq == 0)
 				break;
 			args[0] = PointerGetDatum(construct_array(names, nq, TEXTOID, -1, false, TYPALIGN_INT));
 			args[1] = PointerGetDatum(construct_array(allows, nq, INT4OID, 4, true, TYPALIGN_INT));
+			args[5] = PointerGetDatum(construct_array(belows, nq, INT4OID, 4, true, TYPALIGN_INT));
+			args[6] = PointerGetDatum(construct_array(floors, nq, INT4OID, 4, true, TYPALIGN_INT));
 		}
 		for (i = 0; i < c->ntopics; i++)
 			c->topics[i].got_before = c->topics[i].got;
@@ -599,7 +655,10 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 
 			if (t->share > 0 && t->got - t->got_before < t->share)
 			{
-				exhausted[i] = true;
+				if (version >= 12)
+					pbelow[i] = pfloor[i];
+				else
+					exhausted[i] = true;
 				short_topic = true;
 			}
 		}

@@ -157,7 +157,7 @@ is(scalar(@unbounded), 0, 'every index scan of aion_wake.outbox has an index con
 for my $what (
 	'UPDATE aion_wake.outbox o SET visible_after = \$3, parked_at = NULL',
 	'WITH q AS \(SELECT \* FROM ROWS FROM',
-	'SELECT k.topic, pg_catalog.count\(\*\)::pg_catalog.int4 FROM \(SELECT x.topic',
+	'SELECT k.topic, pg_catalog.count\(\*\)::pg_catalog.int4, pg_catalog.min\(k.priority\)',
 	'WITH b AS \(SELECT visible_after, parked_at FROM aion_wake.outbox',
 	'SELECT pg_catalog.count\(\*\) FROM \(',
 	'SELECT pg_catalog.min\(visible_after\) FROM aion_wake.outbox',
