@@ -168,6 +168,14 @@ ALTER TABLE aion_wake.dead_letters ADD COLUMN priority smallint NOT NULL DEFAULT
 -- and the waiters' next-fence probes read it.
 CREATE INDEX outbox_topic_priority_visible_idx
 	ON aion_wake.outbox (topic, priority DESC, visible_after);
+-- The claim scans each priority's rows by "topic = t AND priority = p AND
+-- visible_after <= now".  Analyzed while every row has one priority, the
+-- statistics say "priority = p" keeps every row, and a kept plan made then
+-- may scan (topic, visible_after) and filter the priority instead: once
+-- rows of other priorities come, it reads them all to find a few.  Telling
+-- the planner the column has many values keeps the scan on the index
+-- above (test/t/023_kept_plans.pl).
+ALTER TABLE aion_wake.outbox ALTER COLUMN priority SET (n_distinct = 100);
 
 -- enqueue gains priority, an int (an integer literal such as 5 does not
 -- convert to smallint implicitly, so priority => 5 would find no function),

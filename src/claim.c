@@ -137,7 +137,12 @@ static const char aw_claim_shares_sql[] =
  * in the walk's order: y depends on r (LATERAL), so the join is a nested
  * loop with r outer, and r yields the priorities as the recursion finds
  * them, highest first; and only the rows the LIMIT takes are locked.  The
- * statements sort what they took again where topics meet.  The walk
+ * statements sort what they took again where topics meet.  The range
+ * scan of a priority could also be (topic, visible_after) with the
+ * priority filtered, which a kept plan made while every row had one
+ * priority might choose (the statistics would say "priority = r.p" keeps
+ * every row); the column's n_distinct is set (aion_wake--1.1--1.2.sql) so
+ * that it does not.  The walk
  * starts below q.below (a claim of several topics passes there the
  * priorities it is done with, aw_claim_once); stop may end it early.
  * cols are the columns taken of each row, lock its locking clause.

@@ -14,7 +14,11 @@
 #
 # Claims of the 1.2 schema walk a topic's priorities (src/claim.c): the
 # rows enqueued here have several, and the table grows with rows of ten
-# priorities whose fences are ahead, the rows a claim must not read.
+# priorities whose fences are ahead, the rows a claim must not read.  At
+# the end, in a database of its own, a claim's plan is made on rows of one
+# priority, analyzed, in a topic whose indexes had grown (the plan then
+# chose to scan (topic, visible_after) and filter the priority, before the
+# update script set the column's n_distinct), and used on rows of ten.
 #
 # The test makes every kept plan while the table holds three analyzed
 # rows -- in a session (claim of one topic and of two, park with and
@@ -201,6 +205,52 @@ unlike($walk, qr/Rows Removed by Filter: [1-9]/, 'and filters out nothing')
 like($walk, qr/CTE Scan on r .*\(actual time=\S+ rows=10 loops=1\)/,
 	'it walked the ten priorities, no more')
   or diag($walk);
+
+# a kept claim made while every row had one priority: the statistics then
+# say "priority = p" filters nothing, and left to them the range scan of
+# each priority would read (topic, visible_after) and filter the other
+# priorities out, which costs as many rows as the other priorities have
+# once they come.  The scan must stay on (topic, priority DESC,
+# visible_after), with the priority in its index condition.
+$node->safe_psql('postgres', 'CREATE DATABASE onep');
+$node->safe_psql('onep', q{
+CREATE EXTENSION aion_wake;
+INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, priority)
+SELECT 'gone' || g, 'one', clock_timestamp(), clock_timestamp(), g % 9
+  FROM generate_series(1, 50000) g;
+DELETE FROM aion_wake.outbox;});
+# (the indexes keep the pages those rows took: a topic that had many rows)
+$node->safe_psql('onep', 'VACUUM aion_wake.outbox');
+$node->safe_psql('onep', q{
+SELECT count(aion_wake.enqueue('o' || g, '{}', 'one')) FROM generate_series(1, 1000) g;
+UPDATE aion_wake.outbox SET visible_after = visible_after - interval '1 hour';});
+$node->safe_psql('onep', 'VACUUM ANALYZE aion_wake.outbox');
+my $one = aw_session($node, 'onep');
+is($one->query_safe(q{SELECT count(*) FROM aion_wake.claim(ARRAY['one', 'two'], 1)}),
+	'1', 'a claim made on rows of one priority');
+$node->safe_psql('onep', q{
+INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, priority)
+SELECT 'm' || g, 'one', clock_timestamp() - interval '1 hour', clock_timestamp(), 1 + g % 9
+  FROM generate_series(1, 5000) g;});
+$node->safe_psql('postgres', q{
+ALTER SYSTEM SET auto_explain.log_min_duration = 0;
+SELECT pg_reload_conf();});
+$one->query_safe('SELECT 1');    # takes in the reload
+$offset = -s $node->logfile;
+is($one->query_safe(q{SELECT priority FROM aion_wake.claim('one', 1)}),
+	'9', 'used on rows of ten priorities, it takes the highest');
+$one->query_safe(q{SELECT count(*) FROM aion_wake.claim(ARRAY['one', 'two'], 2)});
+$node->safe_psql('postgres', q{
+ALTER SYSTEM RESET auto_explain.log_min_duration;
+SELECT pg_reload_conf();});
+$log = slurp_file($node->logfile, $offset);
+my @walks = grep { /LATERAL \(WITH RECURSIVE r\(p\) AS/ } split /LOG:  duration:/, $log;
+cmp_ok(scalar(@walks), '>=', 2, 'its plans and the shares\' were logged');
+my @filtering = grep { /Filter: \(priority = / || !/Index Cond: \(\(topic = q\.topic\) AND \(priority = r\S*\.p\)/ } @walks;
+is(scalar(@filtering), 0,
+	'each scans a priority\'s rows by (topic, priority, fence), filtering no priority out')
+  or diag(join("\n----\n", @filtering));
+$one->quit;
 
 $s->quit;
 $waiter->quit;
