@@ -480,6 +480,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	bool		exhausted[AW_WAIT_MAX_TOPICS];
 	int32		pbelow[AW_WAIT_MAX_TOPICS];	/* 1.2: priorities done with */
 	int32		pfloor[AW_WAIT_MAX_TOPICS];	/* 1.2: the lowest of a share */
+	int			rounds;
 
 	/*
 	 * The schema this attempt acts on: the one installed now, which no
@@ -540,7 +541,9 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	 * then no more rows nobody holds at those priorities: the next round
 	 * looks below them (below), and shares again among all the topics.
 	 * Every round but the last lowers a topic's below, to a priority that
-	 * holds rows, so the rounds end.
+	 * holds rows, so the rounds end; after 2 rounds per topic a short topic
+	 * is set aside as before 1.2, so that they end soon even when other
+	 * claims hold rows at many priorities of many topics.
 	 */
 	names = palloc(sizeof(Datum) * c->ntopics);
 	allows = palloc(sizeof(Datum) * c->ntopics);
@@ -552,7 +555,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		pbelow[i] = AW_PRIORITY_MAX + 1;
 		pfloor[i] = PG_INT16_MIN;
 	}
-	for (;;)
+	for (rounds = 0;; rounds++)
 	{
 		int32		want = c->max_rows - (int32) c->claimed;
 		int32		shared = 0;
@@ -660,7 +663,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 
 			if (t->share > 0 && t->got - t->got_before < t->share)
 			{
-				if (version >= 12)
+				if (version >= 12 && rounds < 2 * c->ntopics)
 					pbelow[i] = pfloor[i];
 				else
 					exhausted[i] = true;
