@@ -179,13 +179,13 @@ ALTER TABLE aion_wake.outbox ALTER COLUMN priority SET (n_distinct = 100);
 
 -- enqueue gains priority, an int (an integer literal such as 5 does not
 -- convert to smallint implicitly, so priority => 5 would find no function),
--- checked against the column's range (22023).  A defaulted parameter cannot be added with
--- CREATE OR REPLACE, and a second overload would make enqueue('k') and
--- enqueue('k', '{}') ambiguous, so the function is made again.  Dropping it
--- drops its privileges: the roles that could execute it are named in a
--- WARNING, and README (Upgrading) shows the GRANT to run in the same
--- transaction as the update.  (Copying them here would record them as the
--- extension's initial privileges, which pg_dump does not dump.)
+-- checked against the column's range (22023).  A defaulted parameter
+-- cannot be added with CREATE OR REPLACE, and a second overload would make
+-- enqueue('k') and enqueue('k', '{}') ambiguous, so the function is made
+-- again.  Dropping it drops its privileges: the roles that could execute it
+-- are named in a WARNING, and README (Priorities) shows the GRANT to run in
+-- the same transaction as the update.  (Copying them here would record them
+-- as the extension's initial privileges, which pg_dump does not dump.)
 DO $$
 DECLARE
 	r record;
