@@ -108,6 +108,19 @@ SELECT dispatch_key, priority, parked_at IS NOT NULL AS parked,
        visible_after > clock_timestamp() AS fenced
   FROM aion_wake.outbox WHERE topic = 'ph' ORDER BY 1;
 
+-- on a limited topic the slot passes from the settled lease to the next
+-- row, by priority too
+SELECT aion_wake.set_limit('phl', 1);
+SELECT bool_and(aion_wake.enqueue(k, '{}', 'phl', priority => p))
+  FROM (VALUES ('hl-1', 9), ('hl-2', 0), ('hl-3', 3)) v(k, p);
+SELECT lease_token AS hl_tok FROM aion_wake.claim('phl', 5, '1 hour') \gset
+SELECT dispatch_key, lease_token = :hl_tok AS same FROM aion_wake.outbox
+ WHERE topic = 'phl' AND leased_until > clock_timestamp();
+SELECT dispatch_key, priority
+  FROM aion_wake.complete('hl-1', :hl_tok, next_rows => 5, lease => '1 hour');
+SELECT topic, max_in_flight, in_flight FROM aion_wake.topics WHERE topic = 'phl';
+SELECT aion_wake.set_limit('phl', NULL);
+
 -- the batch hand-off: the same order
 SELECT bool_and(aion_wake.enqueue(k, '{}', 'pbh', priority => p))
   FROM (VALUES ('bh-1', 0), ('bh-2', 0), ('bh-3', -1), ('bh-4', 6), ('bh-5', 2), ('bh-6', 6)) v(k, p);
@@ -139,7 +152,7 @@ SELECT aion_wake.dead_letter('k-d', 'again');
 SELECT dispatch_key, priority, reason FROM aion_wake.dead_letters WHERE dispatch_key = 'k-d';
 
 DELETE FROM aion_wake.outbox
- WHERE topic IN ('pb', 'po', 'pma', 'pmb', 'pmc', 'pl', 'pl2', 'ph', 'pbh', 'pk');
+ WHERE topic IN ('pb', 'po', 'pma', 'pmb', 'pmc', 'pl', 'pl2', 'ph', 'phl', 'pbh', 'pk');
 DELETE FROM aion_wake.dead_letters WHERE topic = 'pk';
 DROP FUNCTION prio_err(text);
 DROP FUNCTION prio_fence(text, int);
