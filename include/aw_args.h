@@ -21,6 +21,10 @@
 /* the largest max_rows a claim or a re-offer takes (README.md, SQL reference) */
 #define AW_MAX_ROWS_LIMIT		1000000
 
+/* a row's priority (1.2): higher is claimed first; the table's CHECK agrees */
+#define AW_PRIORITY_MIN			(-100)
+#define AW_PRIORITY_MAX			100
+
 extern void aw_require_loaded(void);
 extern void aw_begin_write(const char *fname);
 extern TimestampTz aw_clock_plus(TimestampTz now, int64 us);

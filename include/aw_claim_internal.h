@@ -23,8 +23,8 @@
 #include "aw_names.h"
 #include "aw_waiters.h"
 
-/* columns of aion_wake.outbox: 9 in the 1.0 schema, 10 from 1.1 */
-#define AW_OUTBOX_MAX_NATTS 10
+/* columns of aion_wake.outbox: 9 in the 1.0 schema, 10 in 1.1, 11 from 1.2 */
+#define AW_OUTBOX_MAX_NATTS 11
 
 /* one topic of a claim */
 typedef struct AwClaimTopic

@@ -309,3 +309,78 @@ REVOKE ALL ON FUNCTION aion_wake.claim_histogram_internal() FROM PUBLIC;
 
 CREATE VIEW aion_wake.claim_histogram AS SELECT * FROM aion_wake.claim_histogram_internal();
 REVOKE ALL ON aion_wake.claim_histogram FROM PUBLIC;
+
+-- Priorities ---------------------------------------------------------------
+
+-- A row's priority: the higher, the sooner it is claimed (then the oldest
+-- fence).  -100 to 100, 0 by default: a small range keeps the claim's
+-- walk over the priorities of a topic short (one index probe per distinct
+-- priority it passes), and a row can go below the default as well as
+-- above it.  Existing rows get the default (ADD COLUMN with a constant
+-- default rewrites nothing).  dead_letters keeps the priority a row had.
+ALTER TABLE aion_wake.outbox ADD COLUMN priority smallint NOT NULL DEFAULT 0
+	CONSTRAINT outbox_priority_range
+	CHECK (priority OPERATOR(pg_catalog.>=) -100
+		   AND priority OPERATOR(pg_catalog.<=) 100);
+ALTER TABLE aion_wake.dead_letters ADD COLUMN priority smallint NOT NULL DEFAULT 0;
+
+-- claims: per topic, the distinct priorities (walked from the highest),
+-- then in each the visible rows, oldest fence first.  priority DESC, so
+-- that the probe for a topic's highest priority reads the leaf page the
+-- claim's range scan reads next (that priority's oldest fences), not the
+-- far end of the topic, where every claim writes its new lease's entry.
+-- The index of 1.0 on (topic, visible_after) stays: the worker, backlog()
+-- and the waiters' next-fence probes read it.
+CREATE INDEX outbox_topic_priority_visible_idx
+	ON aion_wake.outbox (topic, priority DESC, visible_after);
+-- The claim scans each priority's rows by "topic = t AND priority = p AND
+-- visible_after <= now".  Analyzed while every row has one priority, the
+-- statistics say "priority = p" keeps every row, and a kept plan made then
+-- may scan (topic, visible_after) and filter the priority instead: once
+-- rows of other priorities come, it reads them all to find a few.  Telling
+-- the planner the column has many values keeps the scan on the index
+-- above (test/t/023_kept_plans.pl).
+ALTER TABLE aion_wake.outbox ALTER COLUMN priority SET (n_distinct = 100);
+
+-- enqueue gains priority, an int (an integer literal such as 5 does not
+-- convert to smallint implicitly, so priority => 5 would find no function),
+-- checked against the column's range (22023).  A defaulted parameter
+-- cannot be added with CREATE OR REPLACE, and a second overload would make
+-- enqueue('k') and enqueue('k', '{}') ambiguous, so the function is made
+-- again.  Dropping it drops its privileges: the roles that could execute it
+-- are named in a WARNING, and README (Priorities) shows the GRANT to run in
+-- the same transaction as the update.  (Copying them here would record them
+-- as the extension's initial privileges, which pg_dump does not dump.)
+DO $$
+DECLARE
+	r record;
+BEGIN
+	FOR r IN
+		SELECT a.grantee::pg_catalog.regrole AS grantee
+		  FROM pg_catalog.pg_proc p,
+			   LATERAL pg_catalog.aclexplode(p.proacl) a
+		 WHERE p.oid OPERATOR(pg_catalog.=)
+			   'aion_wake.enqueue(text, jsonb, text, interval)'::pg_catalog.regprocedure
+		   AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+		   AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+		   AND a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+	LOOP
+		RAISE WARNING 'role % loses EXECUTE on aion_wake.enqueue()', r.grantee
+			USING DETAIL = 'The update makes enqueue again with a priority parameter.',
+				  HINT = 'Grant EXECUTE on aion_wake.enqueue(text, jsonb, text, interval, int) in the same transaction as the update.';
+	END LOOP;
+END
+$$;
+
+ALTER EXTENSION aion_wake DROP FUNCTION aion_wake.enqueue(text, jsonb, text, interval);
+DROP FUNCTION aion_wake.enqueue(text, jsonb, text, interval);
+
+CREATE FUNCTION aion_wake.enqueue(dispatch_key text, payload jsonb DEFAULT '{}',
+								  topic text DEFAULT 'default',
+								  delay interval DEFAULT '0',
+								  priority int DEFAULT 0)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'aw_enqueue'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION aion_wake.enqueue(text, jsonb, text, interval, int) FROM PUBLIC;

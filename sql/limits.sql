@@ -51,7 +51,7 @@ SELECT aion_wake.dead_letter('lim3', 'gone');
 SELECT dispatch_key, leased_until IS NULL AS no_lease FROM aion_wake.dead_letters WHERE dispatch_key = 'lim3';
 SELECT attname FROM pg_attribute
  WHERE attrelid = 'aion_wake.dead_letters'::regclass AND attnum > 0 AND NOT attisdropped
- ORDER BY attnum DESC LIMIT 1;
+ ORDER BY attnum DESC LIMIT 2;
 
 -- settle and claim the next row in one statement: the slot passes on
 SELECT dispatch_key, lease_token AS tok FROM aion_wake.outbox

@@ -13,7 +13,7 @@ GRANT SELECT, INSERT, UPDATE ON aion_wake.dead_letters TO aw_app;
 GRANT SELECT ON aion_wake.limits, aion_wake.rates, aion_wake.pauses TO aw_app;
 GRANT USAGE ON SEQUENCE aion_wake.lease_token_seq TO aw_app;
 GRANT EXECUTE ON FUNCTION
-	aion_wake.enqueue(text, jsonb, text, interval),
+	aion_wake.enqueue(text, jsonb, text, interval, int),
 	aion_wake.claim(text, int, interval, interval),
 	aion_wake.claim(text[], int, interval, interval),
 	aion_wake.complete(text, bigint),

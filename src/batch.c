@@ -161,16 +161,16 @@ static const char *const aw_batch_sql[AW_BATCH_KINDS] = {
 	"           RETURNING o.*) "
 	"INSERT INTO aion_wake.dead_letters AS l "
 	"  (dispatch_key, topic, payload, attempt, visible_after, enqueued_at, "
-	"   last_error, lease_token, parked_at, reason, dead_at) "
+	"   last_error, lease_token, parked_at, reason, dead_at, priority) "
 	"SELECT d.dispatch_key, d.topic, d.payload, d.attempt, d.visible_after, "
-	"       d.enqueued_at, d.last_error, d.lease_token, d.parked_at, $3, $4 "
+	"       d.enqueued_at, d.last_error, d.lease_token, d.parked_at, $3, $4, d.priority "
 	"  FROM d "
 	"ON CONFLICT (dispatch_key) DO UPDATE SET topic = EXCLUDED.topic, "
 	"   payload = EXCLUDED.payload, attempt = EXCLUDED.attempt, "
 	"   visible_after = EXCLUDED.visible_after, enqueued_at = EXCLUDED.enqueued_at, "
 	"   last_error = EXCLUDED.last_error, lease_token = EXCLUDED.lease_token, "
 	"   parked_at = EXCLUDED.parked_at, reason = EXCLUDED.reason, "
-	"   dead_at = EXCLUDED.dead_at, leased_until = NULL "
+	"   dead_at = EXCLUDED.dead_at, leased_until = NULL, priority = EXCLUDED.priority "
 	"RETURNING l.dispatch_key, l.topic, l.lease_token, l.visible_after",
 };
 

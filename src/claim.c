@@ -2,8 +2,9 @@
  *
  * claim.c
  *	  claim(topic, ...) and claim(topics[], ...): lease visible rows, oldest
- *	  fence first, each topic within its limit; with wait, block until a
- *	  row of one of the topics is ready.
+ *	  fence first (from the 1.2 schema: highest priority first, then oldest
+ *	  fence), each topic within its limit; with wait, block until a row of
+ *	  one of the topics is ready.
  *
  *	  A claim of a limited topic first reserves slots of it under the set's
  *	  lock, then locks rows (FOR UPDATE SKIP LOCKED), so concurrent claims
@@ -66,7 +67,7 @@ PG_FUNCTION_INFO_V1(aw_claim_topics);
 #define AW_HANDOFF_MAX 64
 
 
-static SPIPlanPtr aw_claim_plans[2];
+static SPIPlanPtr aw_claim_plans[3];	/* by schema: 1.0, 1.1, 1.2 */
 
 /*
  * The claim: for each topic ($1, with $2 the rows it may give), its oldest
@@ -120,25 +121,132 @@ static const char aw_claim_shares_sql[] =
 "         ORDER BY x.visible_after, x.dispatch_key LIMIT $4) k "
 " GROUP BY k.topic";
 
-static SPIPlanPtr aw_claim_shares_plan = NULL;
+/*
+ * From the 1.2 schema rows have a priority, and a topic's visible rows are
+ * taken highest priority first, then oldest fence.  One range scan of
+ * (topic, priority, visible_after) cannot give that order: it would read
+ * and filter every row of a higher priority whose fence is ahead (leased,
+ * parked, backing off).  So the rows of topic q.topic are found by a walk
+ * down the topic's distinct priorities (r: one probe of the index
+ * (topic, priority DESC, visible_after) per priority, from the highest),
+ * and in each priority by a range scan of
+ * its visible rows, oldest fence first (y).  The walk is lazy and the whole
+ * stops at q.allow rows, so a claim reads the priorities above the first
+ * that has enough rows and no more: with every row at one priority, one
+ * probe more than a claim without priorities.  The LIMIT takes the rows
+ * in the walk's order: y depends on r (LATERAL), so the join is a nested
+ * loop with r outer, and r yields the priorities as the recursion finds
+ * them, highest first; and only the rows the LIMIT takes are locked.  The
+ * statements sort what they took again where topics meet.  The range
+ * scan of a priority could also be (topic, visible_after) with the
+ * priority filtered, which a kept plan made while every row had one
+ * priority might choose (the statistics would say "priority = r.p" keeps
+ * every row); the column's n_distinct is set (aion_wake--1.1--1.2.sql) so
+ * that it does not.  The walk
+ * starts below q.below (a claim of several topics passes there the
+ * priorities it is done with, aw_claim_once); stop may end it early.
+ * cols are the columns taken of each row, lock its locking clause.
+ */
+#define AW_CLAIM_BY_PRIORITY(cols, lock, stop) \
+"LATERAL (WITH RECURSIVE r(p) AS ( " \
+"           SELECT (SELECT o.priority FROM aion_wake.outbox o " \
+"                    WHERE o.topic OPERATOR(pg_catalog.=) q.topic " \
+"                      AND o.priority OPERATOR(pg_catalog.<) q.below " \
+"                    ORDER BY o.priority DESC LIMIT 1) " \
+"          UNION ALL " \
+"           SELECT (SELECT o.priority FROM aion_wake.outbox o " \
+"                    WHERE o.topic OPERATOR(pg_catalog.=) q.topic " \
+"                      AND o.priority OPERATOR(pg_catalog.<) r.p " \
+"                    ORDER BY o.priority DESC LIMIT 1) " \
+"             FROM r WHERE r.p IS NOT NULL" stop ") " \
+"         SELECT y.* FROM r, " \
+"              LATERAL (SELECT " cols " FROM aion_wake.outbox o " \
+"                        WHERE o.topic OPERATOR(pg_catalog.=) q.topic " \
+"                          AND o.priority OPERATOR(pg_catalog.=) r.p " \
+"                          AND o.visible_after OPERATOR(pg_catalog.<=) $3 " \
+"                        ORDER BY o.visible_after LIMIT q.allow" lock ") y " \
+"          LIMIT q.allow) x"
 
+/*
+ * aw_claim_sql from the 1.2 schema: by priority, then fence.  Each topic
+ * ($1) gives at most $2 rows, of priorities below $6 and not below $7
+ * (aw_claim_once).
+ */
+static const char aw_claim_prio_sql[] =
+"WITH q AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), "
+"                                    pg_catalog.unnest($6), pg_catalog.unnest($7)) "
+"                        AS q(topic, allow, below, floor)), "
+"c AS (SELECT x.* FROM q, "
+AW_CLAIM_BY_PRIORITY("o.dispatch_key, o.topic, o.priority, o.visible_after AS old_fence, "
+					 "o.parked_at IS NOT NULL AS was_parked",
+					 " FOR UPDATE OF o SKIP LOCKED",
+					 " AND r.p OPERATOR(pg_catalog.>) q.floor")
+"), "
+"p AS (SELECT c.dispatch_key FROM c "
+"       ORDER BY c.priority DESC, c.old_fence, c.dispatch_key LIMIT $4), "
+"u AS (UPDATE aion_wake.outbox o "
+"         SET visible_after = $5, parked_at = NULL, leased_until = $5, "
+"             lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass) "
+"       WHERE o.dispatch_key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT p.dispatch_key FROM p)) "
+"   RETURNING o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
+"             o.enqueued_at, o.last_error, o.lease_token, o.parked_at, o.leased_until, "
+"             o.priority) "
+"SELECT u.*, c.old_fence, c.was_parked, c.topic, u.dispatch_key IS NOT NULL "
+"  FROM c LEFT JOIN u ON u.dispatch_key OPERATOR(pg_catalog.=) c.dispatch_key "
+" ORDER BY u.dispatch_key IS NULL, c.priority DESC, c.old_fence, c.dispatch_key";
+
+/*
+ * aw_claim_shares_sql from the 1.2 schema: by priority, then fence, each
+ * topic's rows of priorities below $5; with each share, the lowest
+ * priority in it.
+ */
+static const char aw_claim_prio_shares_sql[] =
+"SELECT k.topic, pg_catalog.count(*)::pg_catalog.int4, "
+"       pg_catalog.min(k.priority)::pg_catalog.int4 "
+"  FROM (SELECT x.topic, x.priority, x.visible_after, x.dispatch_key "
+"          FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), "
+"                          pg_catalog.unnest($5)) AS q(topic, allow, below), "
+AW_CLAIM_BY_PRIORITY("o.topic, o.priority, o.visible_after, o.dispatch_key", "", "")
+"         ORDER BY x.priority DESC, x.visible_after, x.dispatch_key LIMIT $4) k "
+" GROUP BY k.topic";
+
+static SPIPlanPtr aw_claim_shares_plans[2];	/* before 1.2, from 1.2 */
+
+/* The kept claim statement for schema version v (aw_schema_version). */
 static SPIPlanPtr
-aw_claim_plan(bool v11)
+aw_claim_plan(int version)
 {
-	static const Oid types[5] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID,
-	INT4OID, TIMESTAMPTZOID};
-	int			v = v11 ? 1 : 0;
+	static const Oid types[7] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID,
+	INT4OID, TIMESTAMPTZOID, INT4ARRAYOID, INT4ARRAYOID};
+	int			v = version >= 12 ? 2 : version >= 11 ? 1 : 0;
 
 	if (aw_claim_plans[v] == NULL)
 	{
-		char	   *sql = psprintf(aw_claim_sql,
-								   v ? ", leased_until = $5" : "",
-								   v ? ", o.leased_until" : "");
+		char	   *sql;
 
-		(void) aw_plan_prepare(&aw_claim_plans[v], sql, 5, types);
+		if (v == 2)
+			sql = pstrdup(aw_claim_prio_sql);
+		else
+			sql = psprintf(aw_claim_sql,
+						   v ? ", leased_until = $5" : "",
+						   v ? ", o.leased_until" : "");
+		(void) aw_plan_prepare(&aw_claim_plans[v], sql, v == 2 ? 7 : 5, types);
 		pfree(sql);
 	}
 	return aw_claim_plans[v];
+}
+
+/* The kept shares statement for schema version v. */
+static SPIPlanPtr
+aw_claim_shares_plan(int version)
+{
+	static const Oid types[5] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID, INT4OID,
+	INT4ARRAYOID};
+	int			v = version >= 12 ? 1 : 0;
+
+	return aw_plan_prepare(&aw_claim_shares_plans[v],
+						   v ? aw_claim_prio_shares_sql : aw_claim_shares_sql,
+						   v ? 5 : 4, types);
 }
 
 /* How many settled leases of topic i may pass their slots to the claim. */
@@ -349,7 +457,8 @@ aw_lock_outbox(void)
  * One claim attempt over the topics in mask: lease up to max_rows rows
  * into the result tuplestore.  First, for the topics in spend, pulse slots
  * are spent on their oldest confirmed parks, claimed straight from their
- * fences; then visible rows, oldest fence first across the topics, each
+ * fences; then visible rows, oldest fence first (from 1.2: highest
+ * priority first, then oldest fence) across the topics, each
  * within its allowance.  Returns the number claimed.  Caller is connected
  * to SPI.
  */
@@ -358,15 +467,21 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 {
 	TimestampTz now;
 	bool		limits;
+	int			version;
 	int			pnatts;
 	Datum	   *names;
 	Datum	   *allows;
-	Datum		args[5];
+	Datum	   *belows;
+	Datum	   *floors;
+	Datum		args[7];
 	uint64		n;
 	uint64		r;
 	int			nq = 0;
 	int			i;
 	bool		exhausted[AW_WAIT_MAX_TOPICS];
+	int32		pbelow[AW_WAIT_MAX_TOPICS];	/* 1.2: priorities done with */
+	int32		pfloor[AW_WAIT_MAX_TOPICS];	/* 1.2: the lowest of a share */
+	int			rounds;
 
 	/*
 	 * The schema this attempt acts on: the one installed now, which no
@@ -378,8 +493,9 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	 * those of the schema (pnatts), then the claim's own.
 	 */
 	aw_lock_outbox();
-	limits = aw_schema_version() >= 11;
-	pnatts = limits ? AW_OUTBOX_MAX_NATTS : AW_OUTBOX_MAX_NATTS - 1;
+	version = aw_schema_version();
+	limits = version >= 11;
+	pnatts = version >= 12 ? 11 : version >= 11 ? 10 : 9;
 	c->missing = 0;
 	if (limits)
 	{
@@ -426,14 +542,33 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	 * Then visible rows, in rounds.  With one topic, the claim locks up to
 	 * its allowance of rows nobody holds and leases them all.  With
 	 * several, each topic is given its share of the oldest rows across
-	 * them; a topic that then finds fewer rows than its share that nobody
-	 * holds has no more, and the next round shares what is still wanted
-	 * among the others.  So every round but the last exhausts a topic.
+	 * them, counted without locking (so rows other claims hold count); a
+	 * topic that then finds fewer rows than its share that nobody holds has
+	 * no more, and the next round shares what is still wanted among the
+	 * others.  So every round but the last exhausts a topic.
+	 *
+	 * From the 1.2 schema, by priority: a topic takes rows of its share's
+	 * lowest priority or higher only (floor), else a topic whose highest
+	 * rows another claim holds would go on to its own lower priorities,
+	 * past higher rows of the other topics.  A topic short of its share has
+	 * then no more rows nobody holds at those priorities: the next round
+	 * looks below them (below), and shares again among all the topics.
+	 * Every round but the last lowers a topic's below, to a priority that
+	 * holds rows, so the rounds end; after 2 rounds per topic a short topic
+	 * is set aside as before 1.2, so that they end soon even when other
+	 * claims hold rows at many priorities of many topics.
 	 */
 	names = palloc(sizeof(Datum) * c->ntopics);
 	allows = palloc(sizeof(Datum) * c->ntopics);
+	belows = palloc(sizeof(Datum) * c->ntopics);
+	floors = palloc(sizeof(Datum) * c->ntopics);
 	memset(exhausted, 0, sizeof(exhausted));
-	for (;;)
+	for (i = 0; i < c->ntopics; i++)
+	{
+		pbelow[i] = AW_PRIORITY_MAX + 1;
+		pfloor[i] = PG_INT16_MIN;
+	}
+	for (rounds = 0;; rounds++)
 	{
 		int32		want = c->max_rows - (int32) c->claimed;
 		int32		shared = 0;
@@ -444,10 +579,14 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		for (i = 0; i < c->ntopics; i++)
 		{
 			c->topics[i].share = 0;
-			if (c->topics[i].allow - c->topics[i].got <= 0 || exhausted[i])
+			pfloor[i] = PG_INT16_MIN;
+			if (c->topics[i].allow - c->topics[i].got <= 0 || exhausted[i] ||
+				pbelow[i] <= AW_PRIORITY_MIN)
 				continue;
 			names[nq] = CStringGetTextDatum(c->topics[i].name);
 			allows[nq] = Int32GetDatum(c->topics[i].allow - c->topics[i].got);
+			belows[nq] = Int32GetDatum(pbelow[i]);
+			floors[nq] = Int32GetDatum(pfloor[i]);
 			nq++;
 		}
 		if (nq == 0 || want <= 0)
@@ -457,14 +596,15 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		args[2] = TimestampTzGetDatum(now);
 		args[3] = Int32GetDatum(want);
 		args[4] = TimestampTzGetDatum(c->lease_end);
+		args[5] = PointerGetDatum(construct_array(belows, nq, INT4OID, 4, true, TYPALIGN_INT));
+		args[6] = PointerGetDatum(construct_array(floors, nq, INT4OID, 4, true, TYPALIGN_INT));
 		multi = nq > 1;
 		if (multi)
 		{
-			static const Oid types[4] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID, INT4OID};
+			/* the shares statement's $5 is the claim's $6 (1.2) */
+			Datum		sargs[5] = {args[0], args[1], args[2], args[3], args[5]};
 
-			n = aw_plan_run(aw_plan_prepare(&aw_claim_shares_plan, aw_claim_shares_sql,
-											4, types),
-							args, NULL, SPI_OK_SELECT);
+			n = aw_plan_run(aw_claim_shares_plan(version), sargs, NULL, SPI_OK_SELECT);
 			nq = 0;
 			for (r = 0; r < n; r++)
 			{
@@ -477,17 +617,27 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 				shared += t->share;
 				names[nq] = CStringGetTextDatum(t->name);
 				allows[nq] = Int32GetDatum(t->share);
+				if (version >= 12)
+				{
+					int			ti = t - c->topics;
+
+					pfloor[ti] = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+					belows[nq] = Int32GetDatum(pbelow[ti]);
+					floors[nq] = Int32GetDatum(pfloor[ti]);
+				}
 				nq++;
 			}
 			if (nq == 0)
 				break;
 			args[0] = PointerGetDatum(construct_array(names, nq, TEXTOID, -1, false, TYPALIGN_INT));
 			args[1] = PointerGetDatum(construct_array(allows, nq, INT4OID, 4, true, TYPALIGN_INT));
+			args[5] = PointerGetDatum(construct_array(belows, nq, INT4OID, 4, true, TYPALIGN_INT));
+			args[6] = PointerGetDatum(construct_array(floors, nq, INT4OID, 4, true, TYPALIGN_INT));
 		}
 		for (i = 0; i < c->ntopics; i++)
 			c->topics[i].got_before = c->topics[i].got;
 
-		n = aw_plan_run(aw_claim_plan(limits), args, NULL, SPI_OK_SELECT);
+		n = aw_plan_run(aw_claim_plan(version), args, NULL, SPI_OK_SELECT);
 		for (r = 0; r < n; r++)
 		{
 			HeapTuple	tup = SPI_tuptable->vals[r];
@@ -537,7 +687,10 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 
 			if (t->share > 0 && t->got - t->got_before < t->share)
 			{
-				exhausted[i] = true;
+				if (version >= 12 && rounds < 2 * c->ntopics)
+					pbelow[i] = pfloor[i];
+				else
+					exhausted[i] = true;
 				short_topic = true;
 			}
 		}
@@ -638,7 +791,8 @@ aw_claim(PG_FUNCTION_ARGS)
 
 /*
  * claim(topics[], max_rows, lease, wait): the same over 1 to 64 distinct
- * topics (duplicates ignored), oldest fence first across them, each within
+ * topics (duplicates ignored), oldest fence first (from 1.2: highest
+ * priority first) across them, each within
  * its limit; with wait, block until a row of any of them is ready.
  */
 Datum
@@ -706,7 +860,7 @@ aw_claim_topics(PG_FUNCTION_ARGS)
  * checked by the caller before it settled).  After complete, fail and dead_letter
  * (spend_parked) the slot the settle freed goes first to the topic's
  * oldest confirmed park, claimed straight from its fence, else to the
- * oldest visible row; after park, never to a parked row (the consumer just
+ * next visible row (claim's order); after park, never to a parked row (the consumer just
  * said BUSY).  On a limited topic the slot passes from the settled lease to
  * the first new one without ever being free (aw_claim_reserve), as long as
  * the topic is not over its limit.  When the settle found no row (topic is

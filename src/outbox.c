@@ -69,12 +69,13 @@ typedef enum AwStmt
 	AW_NUM_STMTS
 } AwStmt;
 
-static SPIPlanPtr aw_plans[AW_NUM_STMTS][2];
+static SPIPlanPtr aw_plans[AW_NUM_STMTS][3];	/* by schema: 1.0, 1.1, 1.2 */
 
 /*
  * A kept plan for one of the statements of this file, prepared on first use
  * (see plans.c).  A statement's "%s" takes what the 1.1 schema adds (1.0
- * has no leased_until).  The lease_token match is "$n IS NULL OR
+ * has no leased_until); a statement that the 1.2 schema changes beyond
+ * that (priority) has its 1.2 form whole in v12.  The lease_token match is "$n IS NULL OR
  * lease_token = $n": a NULL token means any lease.  Every settle returns
  * the row's topic, its lease token and its fence before the call.
  */
@@ -86,14 +87,19 @@ aw_stmt(AwStmt stmt)
 		const char *sql;
 		const char *v11;
 		int			nargs;
-		Oid			types[5];
+		Oid			types[6];
+		const char *v12;
 	}			stmts[AW_NUM_STMTS] = {
 		[AW_STMT_ENQUEUE] = {
+			/* $6, the priority, is the 1.2 schema's; before it, unused */
 			"INSERT INTO aion_wake.outbox AS o "
 			"  (dispatch_key, topic, payload, visible_after, enqueued_at) "
 			"VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dispatch_key) DO NOTHING%s",
 			"",
-			5, {TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+			6, {TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT2OID},
+			"INSERT INTO aion_wake.outbox AS o "
+			"  (dispatch_key, topic, payload, visible_after, enqueued_at, priority) "
+			"VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (dispatch_key) DO NOTHING"
 		},
 		[AW_STMT_COMPLETE] = {
 			"DELETE FROM aion_wake.outbox "
@@ -151,14 +157,40 @@ aw_stmt(AwStmt stmt)
 			"   dead_at = EXCLUDED.dead_at%s "
 			"RETURNING l.topic, l.lease_token, l.visible_after",
 			", leased_until = NULL",
-			4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}
+			4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID},
+			/* dead_letters keeps the row's priority */
+			"WITH d AS (DELETE FROM aion_wake.outbox "
+			"            WHERE dispatch_key OPERATOR(pg_catalog.=) $1 "
+			"              AND ($3 IS NULL OR lease_token OPERATOR(pg_catalog.=) $3) "
+			"           RETURNING *) "
+			"INSERT INTO aion_wake.dead_letters AS l "
+			"  (dispatch_key, topic, payload, attempt, visible_after, enqueued_at, "
+			"   last_error, lease_token, parked_at, reason, dead_at, priority) "
+			"SELECT d.dispatch_key, d.topic, d.payload, d.attempt, d.visible_after, "
+			"       d.enqueued_at, d.last_error, d.lease_token, d.parked_at, $2, $4, "
+			"       d.priority "
+			"  FROM d "
+			"ON CONFLICT (dispatch_key) DO UPDATE SET topic = EXCLUDED.topic, "
+			"   payload = EXCLUDED.payload, attempt = EXCLUDED.attempt, "
+			"   visible_after = EXCLUDED.visible_after, enqueued_at = EXCLUDED.enqueued_at, "
+			"   last_error = EXCLUDED.last_error, lease_token = EXCLUDED.lease_token, "
+			"   parked_at = EXCLUDED.parked_at, reason = EXCLUDED.reason, "
+			"   dead_at = EXCLUDED.dead_at, leased_until = NULL, "
+			"   priority = EXCLUDED.priority "
+			"RETURNING l.topic, l.lease_token, l.visible_after"
 		},
 	};
-	int			v = aw_schema_version() >= 11 ? 1 : 0;
+	int			version = aw_schema_version();
+	int			v = version >= 12 ? 2 : version >= 11 ? 1 : 0;
 
 	if (aw_plans[stmt][v] == NULL)
 	{
-		char	   *sql = psprintf(stmts[stmt].sql, v ? stmts[stmt].v11 : "");
+		char	   *sql;
+
+		if (v == 2 && stmts[stmt].v12 != NULL)
+			sql = pstrdup(stmts[stmt].v12);
+		else
+			sql = psprintf(stmts[stmt].sql, v ? stmts[stmt].v11 : "");
 
 		(void) aw_plan_prepare(&aw_plans[stmt][v], sql, stmts[stmt].nargs,
 							   stmts[stmt].types);
@@ -177,8 +209,9 @@ aw_run(AwStmt stmt, Datum *args, const char *nulls, int expected)
 }
 
 /*
- * enqueue(dispatch_key, payload, topic, delay): insert a row; false when the
- * key is already there.
+ * enqueue(dispatch_key, payload, topic, delay, priority): insert a row;
+ * false when the key is already there.  The 1.0 and 1.1 schemas' enqueue
+ * has no priority argument; their rows have no priority.
  */
 Datum
 aw_enqueue(PG_FUNCTION_ARGS)
@@ -186,8 +219,9 @@ aw_enqueue(PG_FUNCTION_ARGS)
 	char	   *key;
 	char	   *topic;
 	int64		delay;
+	int32		priority = 0;
 	TimestampTz now;
-	Datum		args[5];
+	Datum		args[6];
 	uint64		n;
 
 	aw_begin_write("aion_wake.enqueue()");
@@ -195,6 +229,17 @@ aw_enqueue(PG_FUNCTION_ARGS)
 	aw_arg_not_null(fcinfo, 1, "payload");
 	topic = aw_arg_topic(fcinfo, 2);
 	delay = aw_arg_interval_us(fcinfo, 3, "delay");
+	if (PG_NARGS() > 4)
+	{
+		aw_arg_not_null(fcinfo, 4, "priority");
+		priority = PG_GETARG_INT32(4);
+		if (priority < AW_PRIORITY_MIN || priority > AW_PRIORITY_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("priority must be between %d and %d", AW_PRIORITY_MIN,
+							AW_PRIORITY_MAX),
+					 errdetail("The value given was %d.", priority)));
+	}
 	now = GetCurrentTimestamp();
 
 	args[0] = CStringGetTextDatum(key);
@@ -202,6 +247,7 @@ aw_enqueue(PG_FUNCTION_ARGS)
 	args[2] = PG_GETARG_DATUM(1);
 	args[3] = TimestampTzGetDatum(aw_clock_plus(now, delay));
 	args[4] = TimestampTzGetDatum(now);
+	args[5] = Int16GetDatum((int16) priority);
 
 	SPI_connect();
 	n = aw_run(AW_STMT_ENQUEUE, args, NULL, SPI_OK_INSERT);

@@ -166,9 +166,10 @@ aw_schema_forget(Datum arg, Oid relid)
 }
 
 /*
- * The version of the installed schema this library serves: 11 once
- * aion_wake.outbox has leased_until (1.1), 10 before (1.0, which the
- * library keeps serving until ALTER EXTENSION ... UPDATE).  Looked up in
+ * The version of the installed schema this library serves: 12 once
+ * aion_wake.outbox has priority (1.2), 11 once it has leased_until (1.1),
+ * 10 before (1.0; the library keeps serving an older schema until ALTER
+ * EXTENSION ... UPDATE).  Looked up in
  * the catalogs once and kept until a relcache invalidation, which ALTER
  * EXTENSION UPDATE (ALTER TABLE ... ADD COLUMN) and DROP/CREATE EXTENSION
  * send.  Caller is in a transaction.
@@ -186,8 +187,12 @@ aw_schema_version(void)
 		Oid			nsp = get_namespace_oid("aion_wake", true);
 		Oid			rel = OidIsValid(nsp) ? get_relname_relid("outbox", nsp) : InvalidOid;
 
-		aw_schema = (OidIsValid(rel) &&
-					 get_attnum(rel, "leased_until") != InvalidAttrNumber) ? 11 : 10;
+		if (OidIsValid(rel) && get_attnum(rel, "priority") != InvalidAttrNumber)
+			aw_schema = 12;
+		else if (OidIsValid(rel) && get_attnum(rel, "leased_until") != InvalidAttrNumber)
+			aw_schema = 11;
+		else
+			aw_schema = 10;
 	}
 	return aw_schema;
 }

@@ -51,7 +51,7 @@
 #define AW_ROUND_MIN 256
 #define AW_ROUND_MAX 8192
 
-static SPIPlanPtr aw_cas_plans[2][2];	/* [claim][1.1 schema] */
+static SPIPlanPtr aw_cas_plans[2][3];	/* [claim][schema: 1.0, 1.1, 1.2] */
 
 /*
  * The compare-and-set over a round's candidates, in their order: lock and
@@ -110,9 +110,11 @@ aw_cas_plan(bool claim)
 {
 	static const Oid types[5] = {TEXTARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZOID,
 	INT4OID, TIMESTAMPTZOID};
-	bool		v11 = aw_schema_version() >= 11;
+	int			version = aw_schema_version();
+	bool		v11 = version >= 11;
+	int			v = version >= 12 ? 2 : v11 ? 1 : 0;
 
-	if (aw_cas_plans[claim][v11] == NULL)
+	if (aw_cas_plans[claim][v] == NULL)
 	{
 		char	   *sql;
 
@@ -128,16 +130,20 @@ aw_cas_plan(bool claim)
 						   "lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass)" :
 						   "visible_after = $5, parked_at = NULL, "
 						   "lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass)",
+						   v == 2 ?
+						   "o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
+						   "o.enqueued_at, o.last_error, o.lease_token, o.parked_at, o.leased_until, "
+						   "o.priority" :
 						   v11 ?
 						   "o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
 						   "o.enqueued_at, o.last_error, o.lease_token, o.parked_at, o.leased_until" :
 						   "o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
 						   "o.enqueued_at, o.last_error, o.lease_token, o.parked_at",
 						   ", u.*");
-		(void) aw_plan_prepare(&aw_cas_plans[claim][v11], sql, claim ? 5 : 4, types);
+		(void) aw_plan_prepare(&aw_cas_plans[claim][v], sql, claim ? 5 : 4, types);
 		pfree(sql);
 	}
-	return aw_cas_plans[claim][v11];
+	return aw_cas_plans[claim][v];
 }
 
 /* Run the compare-and-set over a round; fill b->outcomes.  Returns rows moved. */

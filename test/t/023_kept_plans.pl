@@ -12,6 +12,14 @@
 # aion_wake's statements with sequential and bitmap scans off, and the
 # statements are written so that an index plan exists for each.
 #
+# Claims of the 1.2 schema walk a topic's priorities (src/claim.c): the
+# rows enqueued here have several, and the table grows with rows of ten
+# priorities whose fences are ahead, the rows a claim must not read.  At
+# the end, in a database of its own, a claim's plan is made on rows of one
+# priority, analyzed, in a topic whose indexes had grown (the plan then
+# chose to scan (topic, visible_after) and filter the priority, before the
+# update script set the column's n_distinct), and used on rows of ten.
+#
 # The test makes every kept plan while the table holds three analyzed
 # rows -- in a session (claim of one topic and of two, park with and
 # without a lease token, complete, fail, dead_letter, enqueue, reoffer,
@@ -48,13 +56,13 @@ sub run_everything
 {
 	my ($tag) = @_;
 	$s->query_safe(qq{
-SELECT aion_wake.enqueue('$tag-a', '{}', 'small');
-SELECT aion_wake.enqueue('$tag-b', '{}', 'small');
+SELECT aion_wake.enqueue('$tag-a', '{}', 'small', priority => 5);
+SELECT aion_wake.enqueue('$tag-b', '{}', 'small', priority => -5);
 SELECT aion_wake.enqueue('$tag-c', '{}', 'small');
 SELECT aion_wake.enqueue('$tag-d', '{}', 'small');
 SELECT aion_wake.enqueue('$tag-e', '{}', 'small');
 SELECT count(*) FROM aion_wake.claim('small', 5);
-SELECT aion_wake.enqueue('$tag-f', '{}', 'small2');
+SELECT aion_wake.enqueue('$tag-f', '{}', 'small2', priority => 3);
 SELECT count(*) FROM aion_wake.claim(ARRAY['small', 'small2'], 2);
 SELECT aion_wake.park('$tag-a', '1 hour');
 SELECT aion_wake.park('$tag-b', '1 hour',
@@ -76,7 +84,19 @@ SELECT aion_wake.park_many(ARRAY['$tag-i'], '1 hour',
 SELECT aion_wake.dead_letter_many(ARRAY['$tag-j'], 'x',
        ARRAY(SELECT lease_token FROM aion_wake.outbox WHERE dispatch_key = '$tag-j'));
 SELECT count(*) FROM aion_wake.complete_many(ARRAY['$tag-k'],
-       ARRAY(SELECT lease_token FROM aion_wake.outbox WHERE dispatch_key = '$tag-k'), 1);});
+       ARRAY(SELECT lease_token FROM aion_wake.outbox WHERE dispatch_key = '$tag-k'), 1);
+SELECT aion_wake.enqueue('$tag-p' || p, '{}', 'prio', priority => p)
+  FROM generate_series(-2, 2) p;
+SELECT aion_wake.enqueue('$tag-q', '{}', 'prio2', priority => 1);});
+	# claims take the highest priority first, whatever the plan was made on
+	is( $s->query_safe(q{
+SELECT string_agg(priority::text, ',') FROM aion_wake.claim('prio', 2)}),
+		'2,1', "$tag: the claim takes the highest priorities first");
+	is( $s->query_safe(q{
+SELECT string_agg(topic || ':' || priority, ',') FROM aion_wake.claim(ARRAY['prio', 'prio2'], 2)}),
+		'prio2:1,prio:0', "$tag: a claim of two topics too");
+	$s->query_safe(qq{
+DELETE FROM aion_wake.outbox WHERE dispatch_key LIKE '$tag-p%' OR topic = 'prio2'});
 	# the worker: a fence look-up for a waiter, and a re-offer
 	aw_start($waiter,
 		"SELECT count(*) FROM aion_wake.claim('wait_$tag', 1, '30 s', '1 s')");
@@ -90,10 +110,11 @@ run_everything('small');
 
 # grow the table without telling the planner
 $node->safe_psql('postgres', q{
-INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, parked_at)
-SELECT 'big' || g, 'small', clock_timestamp() + interval '1 hour',
-       clock_timestamp(), CASE WHEN g % 2 = 0 THEN clock_timestamp() END
-  FROM generate_series(1, 20000) g;});
+INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, parked_at,
+                              priority)
+SELECT 'grown-' || t || g, t, clock_timestamp() + interval '1 hour',
+       clock_timestamp(), CASE WHEN g % 2 = 0 THEN clock_timestamp() END, g % 10
+  FROM generate_series(1, 20000) g, unnest(ARRAY['small', 'prio']) t;});
 is( $node->safe_psql('postgres',
 		"SELECT reltuples < 100 FROM pg_class WHERE oid = 'aion_wake.outbox'::regclass"),
 	't', 'the statistics still describe a small table');
@@ -140,16 +161,96 @@ is(scalar(@unbounded), 0, 'every index scan of aion_wake.outbox has an index con
 for my $what (
 	'UPDATE aion_wake.outbox o SET visible_after = \$3, parked_at = NULL',
 	'WITH q AS \(SELECT \* FROM ROWS FROM',
-	'SELECT k.topic, pg_catalog.count\(\*\)::pg_catalog.int4 FROM \(SELECT x.topic',
+	'SELECT k.topic, pg_catalog.count\(\*\)::pg_catalog.int4, pg_catalog.min\(k.priority\)',
 	'WITH b AS \(SELECT visible_after, parked_at FROM aion_wake.outbox',
 	'SELECT pg_catalog.count\(\*\) FROM \(',
 	'SELECT pg_catalog.min\(visible_after\) FROM aion_wake.outbox',
 	'DELETE FROM aion_wake.outbox o USING ROWS FROM',
-	'WITH b AS \(SELECT o.dispatch_key, q.t, o.visible_after FROM ROWS FROM')
+	'WITH b AS \(SELECT o.dispatch_key, q.t, o.visible_after FROM ROWS FROM',
+	'LATERAL \(WITH RECURSIVE r\(p\) AS')
 {
 	(my $re = $what) =~ s/ /\\s+/g;
 	ok((grep { /$re/ } @plans), "a plan was logged for: $what");
 }
+
+# the claim's walk over priorities reads no row of a higher priority whose
+# fence is ahead: topic prio holds 20,000 such rows over ten priorities,
+# and one visible row of priority 0; every index scan of the claim's plan
+# (a probe per priority, a range scan per priority) returns at most one
+# row per loop and nothing is filtered out
+$node->safe_psql('postgres', q{
+ALTER SYSTEM SET auto_explain.log_min_duration = 0;
+ALTER SYSTEM SET auto_explain.log_analyze = on;
+SELECT pg_reload_conf();});
+$s->query_safe('SELECT 1');    # takes in the reload
+$s->query_safe(q{SELECT aion_wake.enqueue('walk-0', '{}', 'prio', priority => 0)});
+$offset = -s $node->logfile;
+is($s->query_safe(q{SELECT dispatch_key FROM aion_wake.claim('prio', 1)}),
+	'walk-0', 'the claim finds the one visible row below ten fenced priorities');
+$node->safe_psql('postgres', q{
+ALTER SYSTEM RESET auto_explain.log_min_duration;
+ALTER SYSTEM RESET auto_explain.log_analyze;
+SELECT pg_reload_conf();});
+$log = slurp_file($node->logfile, $offset);
+my ($walk) = grep { /LATERAL \(WITH RECURSIVE r\(p\) AS/ } split /LOG:  duration:/, $log;
+ok(defined $walk, 'the claim\'s plan was logged with its execution');
+$walk //= '';
+my @scans = ($walk =~ /(Index (?:Only )?Scan (?:Backward )?using \S+ on outbox[^\n]*)/g);
+cmp_ok(scalar(@scans), '>=', 3, 'the walk scans the outbox by index');
+my @wide = grep { !/actual time=\S+ rows=[01] loops=\d+/ } @scans;
+is(scalar(@wide), 0, 'each of its index scans returns at most one row per loop')
+  or diag(join("\n", @wide));
+unlike($walk, qr/Rows Removed by Filter: [1-9]/, 'and filters out nothing')
+  or diag($walk);
+like($walk, qr/CTE Scan on r .*\(actual time=\S+ rows=10 loops=1\)/,
+	'it walked the ten priorities, no more')
+  or diag($walk);
+
+# a kept claim made while every row had one priority: the statistics then
+# say "priority = p" filters nothing, and left to them the range scan of
+# each priority would read (topic, visible_after) and filter the other
+# priorities out, which costs as many rows as the other priorities have
+# once they come.  The scan must stay on (topic, priority DESC,
+# visible_after), with the priority in its index condition.
+$node->safe_psql('postgres', 'CREATE DATABASE onep');
+$node->safe_psql('onep', q{
+CREATE EXTENSION aion_wake;
+INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, priority)
+SELECT 'gone' || g, 'one', clock_timestamp(), clock_timestamp(), g % 9
+  FROM generate_series(1, 50000) g;
+DELETE FROM aion_wake.outbox;});
+# (the indexes keep the pages those rows took: a topic that had many rows)
+$node->safe_psql('onep', 'VACUUM aion_wake.outbox');
+$node->safe_psql('onep', q{
+SELECT count(aion_wake.enqueue('o' || g, '{}', 'one')) FROM generate_series(1, 1000) g;
+UPDATE aion_wake.outbox SET visible_after = visible_after - interval '1 hour';});
+$node->safe_psql('onep', 'VACUUM ANALYZE aion_wake.outbox');
+my $one = aw_session($node, 'onep');
+is($one->query_safe(q{SELECT count(*) FROM aion_wake.claim(ARRAY['one', 'two'], 1)}),
+	'1', 'a claim made on rows of one priority');
+$node->safe_psql('onep', q{
+INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, priority)
+SELECT 'm' || g, 'one', clock_timestamp() - interval '1 hour', clock_timestamp(), 1 + g % 9
+  FROM generate_series(1, 5000) g;});
+$node->safe_psql('postgres', q{
+ALTER SYSTEM SET auto_explain.log_min_duration = 0;
+SELECT pg_reload_conf();});
+$one->query_safe('SELECT 1');    # takes in the reload
+$offset = -s $node->logfile;
+is($one->query_safe(q{SELECT priority FROM aion_wake.claim('one', 1)}),
+	'9', 'used on rows of ten priorities, it takes the highest');
+$one->query_safe(q{SELECT count(*) FROM aion_wake.claim(ARRAY['one', 'two'], 2)});
+$node->safe_psql('postgres', q{
+ALTER SYSTEM RESET auto_explain.log_min_duration;
+SELECT pg_reload_conf();});
+$log = slurp_file($node->logfile, $offset);
+my @walks = grep { /LATERAL \(WITH RECURSIVE r\(p\) AS/ } split /LOG:  duration:/, $log;
+cmp_ok(scalar(@walks), '>=', 2, 'its plans and the shares\' were logged');
+my @filtering = grep { /Filter: \(priority = / || !/Index Cond: \(\(topic = q\.topic\) AND \(priority = r\S*\.p\)/ } @walks;
+is(scalar(@filtering), 0,
+	'each scans a priority\'s rows by (topic, priority, fence), filtering no priority out')
+  or diag(join("\n----\n", @filtering));
+$one->quit;
 
 $s->quit;
 $waiter->quit;

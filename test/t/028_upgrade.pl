@@ -20,14 +20,20 @@
 #       takes leases that count;
 #   (d) ALTER EXTENSION aion_wake UPDATE takes it on to 1.2: every row and
 #       park kept, the limits and their leases too, the same worker, the
-#       status view's 1.2 columns; a database created at 1.1 updates to 1.2
-#       the same way, and one created at 1.0, with rows leased, parked and
-#       dead-lettered, updates to 1.2 in one ALTER EXTENSION, keeping them,
-#       and takes a rate and a pause at once;
+#       status view's 1.2 columns; every row, in every state (visible,
+#       delayed, leased, parked, failed, dead-lettered), gets priority 0,
+#       and rows of higher priorities enqueued after the update are
+#       claimed first, by a new session and by one that used the 1.1
+#       schema before the update, while the old rows keep their order; a
+#       role granted the old enqueue is named in a WARNING; a database
+#       created at 1.1 updates to 1.2 the same way, and one created at 1.0,
+#       with rows leased, parked and dead-lettered, updates to 1.2 in one
+#       ALTER EXTENSION, keeping them, and takes a rate and a pause at once;
 #   (e) both updated schemas equal a fresh 1.2 install: pg_dump
 #       --schema-only of both databases, plain and --binary-upgrade (which
 #       dumps the extension's own objects one by one), and the columns of
-#       every table, in order.  Normalised, because they must differ
+#       every table, in order (priority last in outbox and dead_letters).
+#       Normalised, because they must differ
 #       between two databases (only the last applies to the plain dumps,
 #       which name the extension and nothing of it): the OIDs
 #       and relfilenodes pg_dump pins (binary_upgrade_set_next_* and the
@@ -209,15 +215,60 @@ SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s|%s|%s|%s', dispatch_key, topic, p
 my $limits_sql = q{
 SELECT string_agg(format('%s|%s|%s', topic, max_in_flight, in_flight), ',' ORDER BY topic)
   FROM aion_wake.topics WHERE max_in_flight IS NOT NULL};
+# a session that uses the 1.1 schema (kept plans of 1.1) across the update
+$old->query_safe(q{SELECT count(*) FROM aion_wake.claim('pt', 1, '1 hour')});
+$old->query_safe(q{SELECT aion_wake.enqueue('pt-old', '{}', 'pt')});
+# and a row parked now (the parks of (a) were re-offered since)
+up(q{SELECT aion_wake.enqueue('pd1', '{}', 'pd')});
+up(q{SELECT aion_wake.park('pd1', '1 hour')});
 my ($rows1, $dead1, $parked1, $limits1) =
   (up($rows11_sql), up($dead_sql), up($parked_sql), up($limits_sql));
-up('ALTER EXTENSION aion_wake UPDATE');
+# the states before the update: every row's state, to see each one kept
+my $states_sql = q{
+SELECT string_agg(dispatch_key || ':' ||
+       CASE WHEN parked_at IS NOT NULL THEN 'parked'
+            WHEN leased_until > clock_timestamp() THEN 'leased'
+            WHEN last_error IS NOT NULL THEN 'failed'
+            WHEN visible_after > clock_timestamp() THEN 'delayed'
+            ELSE 'visible' END, ',' ORDER BY dispatch_key)
+  FROM aion_wake.outbox};
+my $states1 = up($states_sql);
+my $count1 = up('SELECT count(*) FROM aion_wake.outbox');
+like($states1, qr/parked/, '(d) before the update, rows are parked');
+like($states1, qr/leased/, '(d) leased');
+like($states1, qr/delayed|failed/, '(d) delayed or failed');
+like($states1, qr/visible/, '(d) and visible');
+
+# an application role granted the 1.1 enqueue
+up(q{CREATE ROLE upapp});
+up(q{GRANT EXECUTE ON FUNCTION aion_wake.enqueue(text, jsonb, text, interval) TO upapp});
+my ($rc, $out, $err) = $node->psql('up', 'ALTER EXTENSION aion_wake UPDATE');
+is($rc, 0, '(d) ALTER EXTENSION aion_wake UPDATE succeeds');
+like($err, qr/WARNING:  role upapp loses EXECUTE on aion_wake.enqueue\(\)/,
+	'(d) and names the role that loses EXECUTE on enqueue');
 is(up(q{SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'}),
 	'1.2', '(d) ALTER EXTENSION aion_wake UPDATE makes it 1.2');
 is(up($rows11_sql), $rows1, '(d) every outbox row is kept, leased_until too');
 is(up($dead_sql), $dead1, '(d) the dead letters are intact');
 is(up($parked_sql), $parked1, '(d) the parks are still in the set');
 is(up($limits_sql), $limits1, '(d) the limits and their leases are kept');
+is(up($states_sql), $states1, '(d) every row keeps its state');
+is( up(q{SELECT count(*) FILTER (WHERE priority <> 0) || '/' || count(*) FROM aion_wake.outbox}),
+	"0/$count1", '(d) every row has priority 0');
+is( up(q{SELECT count(*) FILTER (WHERE priority = 0) > 0 AND bool_and(priority = 0)
+  FROM aion_wake.dead_letters}),
+	't', '(d) every dead letter too');
+is( up(q{SELECT has_function_privilege('upapp',
+         'aion_wake.enqueue(text, jsonb, text, interval, int)', 'EXECUTE')}),
+	'f', '(d) the new enqueue is not granted to the role');
+up(q{SELECT aion_wake.enqueue('pt-hi', '{}', 'pt', priority => 9)});
+up(q{SELECT aion_wake.enqueue('pt-mid', '{}', 'pt', priority => 3)});
+is( $old->query_safe(q{
+SELECT string_agg(dispatch_key || ':' || priority, ',') FROM aion_wake.claim('pt', 2, '1 hour')}),
+	'pt-hi:9,pt-mid:3',
+	'(d) a session that used 1.1 claims by priority after the update, with the column');
+is( up(q{SELECT string_agg(dispatch_key || ':' || priority, ',') FROM aion_wake.claim('pt', 2, '1 hour')}),
+	'pt-old:0', '(d) then the row enqueued before the update');
 is(up(q{SELECT worker_pid FROM aion_wake.status}), $worker,
 	'(d) the same worker serves the 1.2 schema');
 like(up($status_cols), qr/,leases,limits_not_loaded,claims_rate_delayed,claims_paused,lost_wakes$/,
@@ -236,7 +287,26 @@ $node->safe_psql('up11', q{SELECT aion_wake.set_limit('x', 2)});
 is($node->safe_psql('up11', q{SELECT aion_wake.enqueue('a', '{}', 'x')}),
 	't', '(d) a database at 1.1, with a limit and a row');
 my ($tok11) = $node->safe_psql('up11', q{SELECT lease_token FROM aion_wake.claim('x', 1, '1 hour')});
+# rows in every state: visible, delayed, leased, parked, failed, dead-lettered
+$node->safe_psql('up11', q{
+SELECT aion_wake.enqueue(k, '{}', 'y') FROM unnest(ARRAY['y-lease', 'y-park', 'y-fail', 'y-dead']) k;
+SELECT count(*) FROM aion_wake.claim('y', 4, '1 hour');
+SELECT aion_wake.enqueue('y-vis', '{}', 'y');
+SELECT aion_wake.enqueue('y-delay', '{}', 'y', '1 hour');});
+$node->safe_psql('up11', q{
+SELECT aion_wake.park('y-park', '1 hour');
+SELECT aion_wake.fail('y-fail', 'boom', '1 hour');
+SELECT aion_wake.dead_letter('y-dead', 'poison');});
+my $states11 = $node->safe_psql('up11', $states_sql);
+is($states11, 'a:leased,y-delay:delayed,y-fail:failed,y-lease:leased,y-park:parked,y-vis:visible',
+	'(d) a database at 1.1 with rows in every state')
+  or diag($states11);
 $node->safe_psql('up11', 'ALTER EXTENSION aion_wake UPDATE');
+is($node->safe_psql('up11', $states_sql), $states11, '(d) from 1.1: every row keeps its state');
+is( $node->safe_psql('up11', q{
+SELECT (SELECT count(*) FROM aion_wake.outbox WHERE priority = 0) || '/' ||
+       (SELECT count(*) FROM aion_wake.dead_letters WHERE priority = 0)}),
+	'6/1', '(d) from 1.1: every row and dead letter has priority 0');
 is( $node->safe_psql('up11', q{SELECT extversion FROM pg_extension WHERE extname = 'aion_wake'}),
 	'1.2', '(d) updates from 1.1 to 1.2');
 is( $node->safe_psql('up11', q{
@@ -294,6 +364,8 @@ is($node->safe_psql('up11', $columns_sql), $node->safe_psql('fresh', $columns_sq
 is(up10($columns_sql), $node->safe_psql('fresh', $columns_sql), '(e) and from 1.0 in one step');
 like(up($columns_sql), qr/^outbox\.10: leased_until /m, '(e) leased_until is the last column of outbox');
 like(up($columns_sql), qr/^dead_letters\.12: leased_until /m, '(e) and of dead_letters');
+like(up($columns_sql), qr/^outbox\.11: priority smallint t 0$/m, '(e) priority is the last column of outbox');
+like(up($columns_sql), qr/^dead_letters\.13: priority smallint t 0$/m, '(e) and of dead_letters');
 
 sub dump_schema
 {
