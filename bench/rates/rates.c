@@ -47,8 +47,9 @@
  *                  pause('partner', now() + retry_after); COMMIT
  *           rate   (run.sh has run set_rate('partner', LIMIT, PER)) the
  *                  same as park -- it should not happen
- *       CSV gets one line per answer: t_ms since the start, code, and the
- *       row's lease start (server clock, us).
+ *       CSV gets one line per answer: t_ms since the start, code, the
+ *       row's lease start (server clock, us) and the call's moment (the
+ *       same clock: client and server share the machine).
  *
  * Build: gcc -O2 -Wall -Wextra -Werror -pthread -I$(pg_config --includedir)
  *        rates.c -L$(pg_config --libdir) -lpq -o rates
@@ -461,6 +462,7 @@ mode_idle(const char *topic, int nwaiters, int settle_s, int idle_s)
 	size_t		wlen = 0;
 	int64_t		first_us,
 				per_us,
+				next_at_us,
 				t0;
 	int			nprocs,
 				i,
@@ -477,6 +479,12 @@ mode_idle(const char *topic, int nwaiters, int settle_s, int idle_s)
 	per_us = atoll(v);
 	for (i = 0; i < nwaiters; i++)
 		w[i] = connect_as("rates idle waiter");
+	/* warm the monitor's plans (a first claim in a backend plans its
+	 * statements, which would widen the gap between its lease start and
+	 * the start logged after it) */
+	PQclear(run(m, PGRES_TUPLES_OK,
+				"SELECT aion_wake.complete(dispatch_key, lease_token) "
+				"  FROM aion_wake.claim('idle-warm', 1, '1 hour')", 0, NULL));
 	/* the start the window has */
 	run_value(m, "SELECT (extract(epoch FROM leased_until - interval '1 hour') * 1000000)::int8 "
 			  "  FROM aion_wake.claim($1, 1, '1 hour')", 1, params, v, sizeof(v));
@@ -510,6 +518,11 @@ mode_idle(const char *topic, int nwaiters, int settle_s, int idle_s)
 			sleep_ns(10000000);
 		}
 	}
+	/* the server's own moment: the start logged after the first claim's
+	 * statement, + per */
+	run_value(m, "SELECT (extract(epoch FROM next_start_at) * 1000000)::int8 "
+			  "  FROM aion_wake.topics WHERE topic = $1", 1, params, v, sizeof(v));
+	next_at_us = atoll(v);
 	run_value(m, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'aion_wake worker'",
 			  0, NULL, v, sizeof(v));
 	pids[nwaiters] = atoi(v);
@@ -605,8 +618,8 @@ mode_idle(const char *topic, int nwaiters, int settle_s, int idle_s)
 			if (i != winner && !PQisBusy(w[i]))
 				early++;
 		}
-		printf("RESULT idle=wake per_s=%.1f delay_ms=%.3f others_returned=%d\n",
-			   per_us / 1e6, (got - (first_us + per_us)) / 1000.0, early);
+		printf("RESULT idle=wake per_s=%.1f delay_ms=%.3f after_next_start_at_ms=%.3f others_returned=%d\n",
+			   per_us / 1e6, (got - (first_us + per_us)) / 1000.0, (got - next_at_us) / 1000.0, early);
 	}
 	for (i = 0; i < nwaiters; i++)
 	{
@@ -676,8 +689,8 @@ partner_call(int64_t lease_start_us)
 	}
 	if (retry)
 		p_refused++;
-	fprintf(p_csv, "%.3f,%d,%lld\n", (now - p_t0) / 1e6, retry ? 429 : 200,
-			(long long) lease_start_us);
+	fprintf(p_csv, "%.3f,%d,%lld,%lld\n", (now - p_t0) / 1e6, retry ? 429 : 200,
+			(long long) lease_start_us, (long long) real_us());
 	pthread_mutex_unlock(&p_mu);
 	if (retry == 0)
 	{
@@ -823,7 +836,7 @@ mode_partner(const char *mode, int rows, int threads, int limit, int per_ms, int
 	p_ring = calloc(limit, sizeof(int64_t));
 	if ((p_csv = fopen(csv, "w")) == NULL)
 		die("cannot write %s", csv);
-	fprintf(p_csv, "t_ms,code,lease_start_us\n");
+	fprintf(p_csv, "t_ms,code,lease_start_us,call_us\n");
 	p_t0 = now_ns();
 	for (i = 0; i < threads; i++)
 		if (pthread_create(&th[i], NULL, p_thread, NULL) != 0)

@@ -164,6 +164,7 @@ if has_part idle; then
 	per=$((IDLE_SETTLE + IDLE_SECONDS + 9))
 	sql "SELECT aion_wake.set_rate('idle', 1, '$per s')" >/dev/null
 	sql "SELECT count(aion_wake.enqueue('idle-' || g, '{}', 'idle')) FROM generate_series(1, 5) g" >/dev/null
+	sql "SELECT aion_wake.enqueue('idle-warm', '{}', 'idle-warm')" >/dev/null
 	log "idle: $IDLE_WAITERS claimers held back by a rate of 1 per $per s"
 	mark=$(bench_load_mark)
 	probe idle "$conninfo" idle "$IDLE_WAITERS" "$IDLE_SETTLE" "$IDLE_SECONDS" | tee -a "$raw"
@@ -203,14 +204,34 @@ if has_part partner; then
 			walb=$(sql "SELECT pg_wal_lsn_diff('$lsn1', '$lsn0')")
 			sql "CHECKPOINT" >/dev/null
 			commits=$(bench_as_pg "$PG_BINDIR/pg_waldump" -p "$BENCH_DATA/pg_wal" -s "$lsn0" -e "$lsn1" \
-				"$(sql "SELECT pg_walfile_name('$lsn0')")" --stats=record 2>"$tmp/waldump.err" |
+				"$(sql "SELECT pg_walfile_name('$lsn0')")" "$(sql "SELECT pg_walfile_name('$lsn1')")" \
+				--stats=record 2>"$tmp/waldump.err" |
 				awk '$1 == "Transaction/COMMIT" { print $2 }') || true
 			[ -n "$commits" ] || log "$tag: pg_waldump counted no COMMIT: $(head -c 300 "$tmp/waldump.err")"
 			commits=${commits:-0}
 			delivered=$(sed -n 's/.* delivered=\([0-9]*\).*/\1/p' <<<"$line")
 			line="$line rep=$rep writes_per_row=$(bench_div $((w1 - w0)) "$delivered") wal_bytes_per_row=$(bench_div "$walb" "$delivered" | cut -d. -f1) commits_per_row=$(bench_div "$commits" "$delivered") foreign_cpus=${load#* }"
+			# G10: the most lease starts (every call is one start) in any window of PER
+			most=$(awk -F, 'NR > 1 { print $3 }' "$tmp/partner_$tag.csv" | sort -n |
+				awk -v p="$((P_PER_MS * 1000))" '{ v[NR] = $1; while (v[NR] - v[lo + 1] >= p) lo++; if (NR - lo > m) m = NR - lo } END { print m + 0 }')
+			line="$line most_starts_in_window=$most"
 			echo "$line" | tee -a "$raw"
 			cp "$tmp/partner_$tag.csv" "$results/"
+			# every 429: the accepted call it collided with (the oldest in the
+			# partner's window, LIMIT accepted calls before it), on the server's
+			# clock (their lease starts) and at the partner (their calls); lag =
+			# call - lease start (the rest of the claim, its commit, the trip back)
+			awk -F, -v l="$P_LIMIT" -v tag="$tag" 'BEGIN { na = 0; n = 0; early = 0 } NR > 1 {
+				if ($2 == 200) { ls[na] = $3; cl[na] = $4; na++; next }
+				if (na < l) { early++; next }
+				k = na - l; n++
+				sg = ($3 - ls[k]) / 1000; cg = ($4 - cl[k]) / 1000
+				if (n == 1 || sg < smin) smin = sg
+				if (n == 1 || cg > cmax) cmax = cg
+				lj += ($4 - $3) / 1000; lk += (cl[k] - ls[k]) / 1000 }
+				END { if (n) printf "RESULT refusals=%s n=%d first_window=%d server_gap_min_ms=%.3f call_gap_max_ms=%.3f lag_refused_mean_ms=%.3f lag_oldest_mean_ms=%.3f\n", tag, n, early, smin, cmax, lj / n, lk / n
+				else printf "RESULT refusals=%s n=0 first_window=%d\n", tag, early }' \
+				"$tmp/partner_$tag.csv" | tee -a "$raw"
 		done
 	done
 	sql "SELECT aion_wake.resume('partner'), aion_wake.set_rate('partner', NULL)" >/dev/null
@@ -268,18 +289,21 @@ so=$PG_CONFIG
 				"$(r "idle=$g" ticks)" "$(r "idle=$g" run_ms)" "$(r "idle=$g" ctxsw)"
 		done
 		echo "   context switches by second (+s:n): $(r idle=check context_switches_by_second); waiters returned early: $(r idle=waiters returned_early)"
-		echo "   then the wake at the window's end: $(r idle=wake delay_ms) ms after the moment; other waiters returned: $(r idle=wake others_returned); foreign CPUs: $(r idle=load foreign_cpus)"
+		echo "   then the wake at the window's end: $(r idle=wake delay_ms) ms after the moment ($(r idle=wake after_next_start_at_ms) ms after the"
+		echo "   topic's next_start_at, the server's moment: the start logged after the claim's statement + per);"
+		echo "   other waiters returned: $(r idle=wake others_returned); foreign CPUs: $(r idle=load foreign_cpus)"
 	fi
 	if has_part partner; then
 		echo
 		echo "4. a partner refusing above $P_LIMIT calls per $P_PER_MS ms (429 + Retry-After, ms): $P_ROWS rows, $P_THREADS dispatchers,"
 		echo "   accepted call $P_SERVICE_MS ms; ideal makespan rows / rate = $((P_ROWS * P_PER_MS / P_LIMIT)) ms; $P_REPS runs per wiring, interleaved"
-		printf '   %-6s %3s %10s %8s %8s %8s %10s %8s %8s\n' wiring rep makespan x_ideal refusals writes wal_B commits foreign
+		printf '   %-6s %3s %10s %8s %8s %8s %10s %8s %8s %6s\n' wiring rep makespan x_ideal refusals writes wal_B commits foreign most
 		awk '$2 ~ /^partner=/' "$raw" | while read -r l; do
 			g() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $l"; }
-			printf '   %-6s %3s %8.2f s %8s %8s %8s %10s %8s %8s\n' "$(g partner)" "$(g rep)" \
+			printf '   %-6s %3s %8.2f s %8s %8s %8s %10s %8s %8s %6s\n' "$(g partner)" "$(g rep)" \
 				"$(awk -v v="$(g makespan_ms)" 'BEGIN { print v / 1000 }')" "$(g x_ideal)" "$(g refusals)" \
-				"$(g writes_per_row)" "$(g wal_bytes_per_row)" "$(g commits_per_row)" "$(g foreign_cpus)"
+				"$(g writes_per_row)" "$(g wal_bytes_per_row)" "$(g commits_per_row)" "$(g foreign_cpus)" \
+				"$(g most_starts_in_window)"
 		done
 		echo "   medians:"
 		for mode in $P_MODES; do
@@ -288,8 +312,14 @@ so=$PG_CONFIG
 				"$(pmed "$mode" refusals)" "$(pmed "$mode" writes_per_row)" "$(pmed "$mode" wal_bytes_per_row)" \
 				"$(pmed "$mode" commits_per_row)"
 		done
+		if grep -q '^RESULT refusals=rate' "$raw"; then
+			echo "   every 429 of the rate wiring against the accepted call it collided with (the oldest in the partner's"
+			echo "   window): gap of their lease starts (server) and of their calls (partner), and lag = call - lease start:"
+			grep '^RESULT refusals=rate' "$raw" | sed 's/^RESULT refusals=/     /'
+		fi
 		echo "   (writes: outbox + pauses + rates row writes per delivered row, the enqueue not counted; wal_B: WAL"
-		echo "    bytes per delivered row; commits: COMMIT records in WAL per delivered row; foreign: CPUs used by others)"
+		echo "    bytes per delivered row; commits: COMMIT records in WAL per delivered row; foreign: CPUs used by others;"
+		echo "    most: the most lease starts (every call is one) in any window of $P_PER_MS ms)"
 	fi
 	echo
 	if has_part window; then
