@@ -66,6 +66,7 @@
 #                               before each partner run until other
 #                               processes use less than CPU CPUs
 #   RATES_OUT (bench/rates)     where results/, data/ and the plots go
+#   RATES_PLOT_ONLY (unset)     1: no cluster, no runs; only the plots, from data/
 
 set -euo pipefail
 
@@ -92,6 +93,7 @@ QUIET_CPU=${RATES_QUIET_CPU:-0.5}
 OUT=${RATES_OUT:-$here}
 results=$OUT/results
 data=$OUT/data
+raw=$data/results.raw
 
 # shellcheck source=../lib.sh
 . "$here/../lib.sh"
@@ -110,6 +112,8 @@ if ! command -v gnuplot >/dev/null; then
 	fi
 fi
 
+if [ -z "${RATES_PLOT_ONLY:-}" ]; then
+
 bench_start "max_connections = 60" "aion_wake.max_wait = '180s'" "authentication_timeout = '1s'" \
 	"wal_keep_size = '8GB'" "max_wal_size = '8GB'"
 tmp=$BENCH_TMP
@@ -123,7 +127,6 @@ conninfo="host=$tmp port=$PORT dbname=postgres user=postgres"
 probe() { bench_as_pg "$tmp/rates" "$@"; }
 
 mkdir -p "$results" "$data"
-raw=$data/results.raw
 : >"$raw"
 chown postgres "$tmp" 2>/dev/null || true
 t_start=$(date +%s)
@@ -341,6 +344,8 @@ so=$PG_CONFIG
 	fi
 } | tee "$results/table.txt"
 
+fi	# RATES_PLOT_ONLY
+
 # --- the plots ------------------------------------------------------------------
 # the median run (by makespan) of each partner wiring: the plot's data
 if has_part partner; then
@@ -351,25 +356,36 @@ if has_part partner; then
 			"$results/partner_${mode}_$rep.csv" >"$data/partner_$mode.csv"
 	done
 	for term in png svg; do
-		if [ $term = png ]; then st="set terminal pngcairo size 1000,560 font 'DejaVu Sans,10'"
-		else st="set terminal svg size 1000,560 font 'DejaVu Sans,10' background '#ffffff'"; fi
+		if [ $term = png ]; then st="set terminal pngcairo size 1000,760 font 'DejaVu Sans,10'"
+		else st="set terminal svg size 1000,760 font 'DejaVu Sans,10' background '#ffffff'"; fi
 		gnuplot <<GP
 $st
 set output '$OUT/partner.$term'
 set datafile separator ','
 set termoption noenhanced
+set multiplot layout 2,1 title "A partner refusing above $P_LIMIT calls per $P_PER_MS ms: $P_ROWS rows, $P_THREADS dispatchers (the median run of each wiring)"
 set key top left
-set title "A partner refusing above $P_LIMIT calls per $P_PER_MS ms: $P_ROWS rows, $P_THREADS dispatchers (the median run of each wiring)"
-set xlabel 'time since start (s)'
-set ylabel 'calls'
 set grid
+set xrange [0:*]
+set ylabel 'accepted calls'
+set title 'accepted (200)' font ',10'
 plot $(i=0; for mode in $P_MODES; do
 	i=$((i + 1))
 	c=$(case $mode in park) echo '#c0392b' ;; pause) echo '#d68910' ;; *) echo '#1d6fb8' ;; esac)
 	[ $i -gt 1 ] && printf ', '
-	printf "'%s' using (\$1/1000):2 with lines lw 2 lc rgb '%s' title '%s: accepted', '%s' using (\$1/1000):3 with lines lw 1 dt 2 lc rgb '%s' title '%s: refused (429)'" \
-		"$data/partner_$mode.csv" "$c" "$mode" "$data/partner_$mode.csv" "$c" "$mode"
-done), x * $P_LIMIT * 1000 / $P_PER_MS with lines lc rgb '#888888' dt 3 title 'the rate'
+	printf "'%s' using (\$1/1000):2 with lines lw 2 lc rgb '%s' title '%s'" "$data/partner_$mode.csv" "$c" "$mode"
+done), (x < $((P_ROWS * P_PER_MS / P_LIMIT / 1000)) ? x * $P_LIMIT * 1000 / $P_PER_MS : 1/0) with lines lc rgb '#888888' dt 3 title 'rows / rate'
+set title 'refused (429), cumulative, log scale' font ',10'
+set xlabel 'time since start (s)'
+set ylabel 'refusals'
+set logscale y
+plot $(i=0; for mode in $P_MODES; do
+	i=$((i + 1))
+	c=$(case $mode in park) echo '#c0392b' ;; pause) echo '#d68910' ;; *) echo '#1d6fb8' ;; esac)
+	[ $i -gt 1 ] && printf ', '
+	printf "'%s' using (\$1/1000):(\$3 > 0 ? \$3 : 1/0) with lines lw 2 lc rgb '%s' title '%s'" "$data/partner_$mode.csv" "$c" "$mode"
+done)
+unset multiplot
 GP
 	done
 	log "plot: $OUT/partner.png and .svg"
