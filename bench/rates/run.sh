@@ -60,7 +60,8 @@
 #   IDLE_WAITERS (4), IDLE_SETTLE (11), IDLE_SECONDS (30)      run 3
 #   PARTNER_ROWS (2000), PARTNER_THREADS (8), PARTNER_LIMIT (100),
 #   PARTNER_PER_MS (1000), PARTNER_SERVICE_MS (10), PARTNER_REPS (3),
-#   PARTNER_MODES ("park pause rate")                          run 4
+#   PARTNER_MODES ("park pause rate"), PARTNER_RATE_PER_MS (PARTNER_PER_MS:
+#   the per of the rate wiring's set_rate)                     run 4
 #   RATES_PARTS ("window idle partner")   which parts run
 #   RATES_QUIET_MAX (20), RATES_QUIET_CPU (0.5)   wait (at most MAX s)
 #                               before each partner run until other
@@ -84,6 +85,8 @@ P_ROWS=${PARTNER_ROWS:-2000}
 P_THREADS=${PARTNER_THREADS:-8}
 P_LIMIT=${PARTNER_LIMIT:-100}
 P_PER_MS=${PARTNER_PER_MS:-1000}
+# the per of set_rate in the rate wiring (default: the partner's own)
+P_RATE_PER_MS=${PARTNER_RATE_PER_MS:-$P_PER_MS}
 P_SERVICE_MS=${PARTNER_SERVICE_MS:-10}
 P_REPS=${PARTNER_REPS:-3}
 P_MODES=${PARTNER_MODES:-park pause rate}
@@ -190,7 +193,7 @@ if has_part partner; then
 			sql "DELETE FROM aion_wake.outbox" >/dev/null
 			sql "SELECT aion_wake.resume('partner'), aion_wake.set_rate('partner', NULL)" >/dev/null
 			sql "SELECT count(aion_wake.enqueue('p-' || g, '{}', 'partner')) FROM generate_series(1, $P_ROWS) g" >/dev/null
-			[ "$mode" = rate ] && sql "SELECT aion_wake.set_rate('partner', $P_LIMIT, '$P_PER_MS ms')" >/dev/null
+			[ "$mode" = rate ] && sql "SELECT aion_wake.set_rate('partner', $P_LIMIT, '$P_RATE_PER_MS ms')" >/dev/null
 			sql "VACUUM ANALYZE aion_wake.outbox" >/dev/null
 			sql "CHECKPOINT" >/dev/null
 			bench_wait_quiet "$QUIET_MAX" "$QUIET_CPU" || true
@@ -299,7 +302,8 @@ so=$PG_CONFIG
 	if has_part partner; then
 		echo
 		echo "4. a partner refusing above $P_LIMIT calls per $P_PER_MS ms (429 + Retry-After, ms): $P_ROWS rows, $P_THREADS dispatchers,"
-		echo "   accepted call $P_SERVICE_MS ms; ideal makespan rows / rate = $((P_ROWS * P_PER_MS / P_LIMIT)) ms; $P_REPS runs per wiring, interleaved"
+		echo "   accepted call $P_SERVICE_MS ms; ideal makespan rows / rate = $((P_ROWS * P_PER_MS / P_LIMIT)) ms; $P_REPS runs per wiring, interleaved;"
+		echo "   the rate wiring: set_rate('partner', $P_LIMIT, '$P_RATE_PER_MS ms')"
 		printf '   %-6s %3s %10s %8s %8s %8s %10s %8s %8s %6s\n' wiring rep makespan x_ideal refusals writes wal_B commits foreign most
 		awk '$2 ~ /^partner=/' "$raw" | while read -r l; do
 			g() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $l"; }
@@ -352,7 +356,10 @@ if has_part partner; then
 	for mode in $P_MODES; do
 		rep=$(awk -v m="partner=$mode" '$2 == m { ms = ""; rp = ""; for (i = 2; i <= NF; i++) { if (index($i, "makespan_ms=") == 1) ms = substr($i, 13); if (index($i, "rep=") == 1) rp = substr($i, 5) } print ms, rp }' "$raw" |
 			sort -g | awk '{ r[NR] = $2 } END { print r[int((NR + 1) / 2)] }')
-		awk -F, 'NR > 1 { if ($2 == 200) a++; else f++; printf "%.1f,%d,%d\n", $1, a, f }' \
+		# one point per 10 ms (the last of it)
+		awk -F, 'NR > 1 { b = int($1 / 10); if (NR > 2 && b != pb) print line; pb = b
+				if ($2 == 200) a++; else f++; line = sprintf("%.1f,%d,%d", $1, a, f) }
+			END { print line }' \
 			"$results/partner_${mode}_$rep.csv" >"$data/partner_$mode.csv"
 	done
 	for term in png svg; do
