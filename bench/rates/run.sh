@@ -362,6 +362,7 @@ if has_part partner; then
 			END { print line }' \
 			"$results/partner_${mode}_$rep.csv" >"$data/partner_$mode.csv"
 	done
+	refused=$(for mode in $P_MODES; do tail -1 "$data/partner_$mode.csv"; done | awk -F, '{ s += $3 } END { print s + 0 }')
 	for term in png svg; do
 		if [ $term = png ]; then st="set terminal pngcairo size 1000,760 font 'DejaVu Sans,10'"
 		else st="set terminal svg size 1000,760 font 'DejaVu Sans,10' background '#ffffff'"; fi
@@ -382,15 +383,19 @@ plot $(i=0; for mode in $P_MODES; do
 	[ $i -gt 1 ] && printf ', '
 	printf "'%s' using (\$1/1000):2 with lines lw 2 lc rgb '%s' title '%s'" "$data/partner_$mode.csv" "$c" "$mode"
 done), (x < $((P_ROWS * P_PER_MS / P_LIMIT / 1000)) ? x * $P_LIMIT * 1000 / $P_PER_MS : 1/0) with lines lc rgb '#888888' dt 3 title 'rows / rate'
-set title 'refused (429), cumulative, log scale' font ',10'
 set xlabel 'time since start (s)'
 set ylabel 'refusals'
-set logscale y
+$(if [ "$refused" -gt 0 ]; then echo "set title 'refused (429), cumulative, log scale' font ',10'"; echo "set logscale y"
+  else echo "set title 'refused (429): none' font ',10'"; echo "set yrange [0:1]"; fi)
 plot $(i=0; for mode in $P_MODES; do
 	i=$((i + 1))
 	c=$(case $mode in park) echo '#c0392b' ;; pause) echo '#d68910' ;; *) echo '#1d6fb8' ;; esac)
 	[ $i -gt 1 ] && printf ', '
-	printf "'%s' using (\$1/1000):(\$3 > 0 ? \$3 : 1/0) with lines lw 2 lc rgb '%s' title '%s'" "$data/partner_$mode.csv" "$c" "$mode"
+	if [ "$refused" -gt 0 ]; then
+		printf "'%s' using (\$1/1000):(\$3 > 0 ? \$3 : 1/0) with lines lw 2 lc rgb '%s' title '%s'" "$data/partner_$mode.csv" "$c" "$mode"
+	else
+		printf "'%s' using (\$1/1000):3 with lines lw 2 lc rgb '%s' title '%s'" "$data/partner_$mode.csv" "$c" "$mode"
+	fi
 done)
 unset multiplot
 GP
