@@ -55,6 +55,7 @@ extern bool aw_waiter_wake_missed(int i, uint64 events_before, TimestampTz fence
 
 /* the wakers' side; both are cheap when nobody waits and never raise */
 extern int64 aw_waiters_wake(Oid dbid, const char *topic, int64 rows);
+extern int64 aw_waiters_wake_starts(Oid dbid, const char *topic, int64 n);
 extern void aw_waiters_fence_hint(Oid dbid, const char *topic, TimestampTz fence,
 								  int64 rows);
 extern bool aw_waiters_wake_spender(Oid dbid, const char *topic);

@@ -807,14 +807,14 @@ aw_limits_return(AwReserveRecord *rec, int32 used)
 		 * again (finding R-F4 of test/model/aion_wake_rates.pml).
 		 */
 		if (wake > 0 && aw_waiters_ready_gen(MyDatabaseId, rec->topic) != rec->ready_gen)
-			aw_waiters_wake(MyDatabaseId, rec->topic, wake);
+			aw_waiters_wake_starts(MyDatabaseId, rec->topic, wake);
 		else if (retime)
 		{
 			/* the window's next moment is known now: have it timed */
 			if (aw_database_is_served())
 				aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
 			else
-				aw_waiters_wake(MyDatabaseId, rec->topic, 1);
+				aw_waiters_wake_starts(MyDatabaseId, rec->topic, 1);
 		}
 	}
 	rec->left -= used;
@@ -907,8 +907,10 @@ aw_limits_at_abort_reserve(const AwReserveRecord *rec)
 	 * waiting claim's probe gives its reservations back before its
 	 * subtransaction ends, so this is never a claimer waking itself.
 	 */
-	if (wake > 0 || rec->left > 0)
-		aw_waiters_wake(MyDatabaseId, rec->topic, Max(wake, rec->left > 0 ? 1 : 0));
+	if (rec->left > 0)
+		aw_waiters_wake(MyDatabaseId, rec->topic, 1);
+	if (wake > 0)
+		aw_waiters_wake_starts(MyDatabaseId, rec->topic, wake);
 }
 
 /*

@@ -264,7 +264,7 @@ aw_rates_at_end(const char *topic, const AwRateSetting *s, bool apply)
 										  s->pause, s->paused_until, apply, &blocked);
 
 	if (wake != 0)
-		aw_waiters_wake(MyDatabaseId, topic, wake < 0 ? PG_INT32_MAX : wake);
+		aw_waiters_wake_starts(MyDatabaseId, topic, wake < 0 ? PG_INT32_MAX : wake);
 	if (blocked)
 		aw_waiters_wake_for(AW_WAKE_WORKER, MyDatabaseId, NULL);
 }
@@ -336,7 +336,7 @@ aw_rates_wake(TimestampTz now)
 
 	n = aw_ledger_rate_wakes(MyDatabaseId, now, wakes, lengthof(wakes), &next);
 	for (i = 0; i < n; i++)
-		aw_waiters_wake(MyDatabaseId, wakes[i].topic,
+		aw_waiters_wake_starts(MyDatabaseId, wakes[i].topic,
 						wakes[i].n < 0 ? PG_INT32_MAX : wakes[i].n);
 	return next;
 }

@@ -382,8 +382,31 @@ aw_anyone_waits(void)
  * so a waiter this misses because the count read zero will see the rows in
  * its probe.
  */
+static int64 aw_waiters_wake_some(Oid dbid, const char *topic, int64 rows, bool ready);
+
 int64
 aw_waiters_wake(Oid dbid, const char *topic, int64 rows)
+{
+	return aw_waiters_wake_some(dbid, topic, rows, true);
+}
+
+/*
+ * n starts of a topic's rate (or its pause's end) became possible: wake
+ * that many waiters, as aw_waiters_wake does, but count no readiness event
+ * (no row became claimable).  A claim that gives starts back unused wakes
+ * claimers only after a readiness event since it looked (limits.c); were
+ * these wakes one, two waiters and the worker could wake one another
+ * without end while no row is claimable (finding R-F5 of
+ * test/model/aion_wake_rates.pml).
+ */
+int64
+aw_waiters_wake_starts(Oid dbid, const char *topic, int64 n)
+{
+	return aw_waiters_wake_some(dbid, topic, n, false);
+}
+
+static int64
+aw_waiters_wake_some(Oid dbid, const char *topic, int64 rows, bool ready)
 {
 	int			procnos[64];
 	int			nprocs;
@@ -404,7 +427,8 @@ aw_waiters_wake(Oid dbid, const char *topic, int64 rows)
 		t = aw_wait_topic_find(dbid, topic, HASH_FIND);
 		if (t != NULL)
 		{
-			t->ready_gen = ++aw_wait->next_ready_gen;
+			if (ready)
+				t->ready_gen = ++aw_wait->next_ready_gen;
 			n = aw_wait_topic_wake(t, rows, procnos, lengthof(procnos), &nprocs);
 		}
 		LWLockRelease(aw_wait->lock);
