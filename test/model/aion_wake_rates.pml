@@ -86,6 +86,8 @@
  *   CANCEL        a sleeping claim may end (cancel, deadline)
  *   RESTORE       shared memory is lost once (between claims): the log is
  *                 one entry of max_starts at the load moment
+ *   COUNT_AHEAD   the admission counts every start logged after a - per,
+ *                 also those logged after a (as aw_rate_window_free does)
  *   FIX_RATE      the proposed fix of findings R-F1 and R-F2 (README.md):
  *                 a claim that logs starts of a rate-blocked topic, or
  *                 gives a rate reservation back at the abort, wakes the
@@ -103,6 +105,8 @@
  *                 statement) instead of the clock read after it
  *   MUTANT_R4     a rolled-back claim's start removed from the log
  *   MUTANT_R5     no rate-blocked mark: the worker never times a wake
+ *   MUTANT_R6     the admission clock read before the set lock is taken
+ *                 (the code reads it under the lock, in aw_ledger_reserve)
  *
  * Copyright (c) 2026, aion_wake authors
  */
@@ -158,11 +162,14 @@
 #ifdef FIX_RATE
 #define FIX_RF2
 #define FIX_RF1
+#define FIX_RF4
 #endif
 
 #define NOEND   255
 #define NT      (TMAX + PER + 1)    /* times 0 .. TMAX, and the windows' ends past it */
-#define WANT    1                   /* max_rows */
+#ifndef WANT
+#define WANT    1                   /* max_rows of every claim */
+#endif
 
 /* row states */
 #define S_ABSENT   0    /* not enqueued yet */
@@ -182,11 +189,15 @@ byte lg[NT];            /* the log: starts logged at time t */
 byte rr = 0;            /* rate_reserved */
 byte pu = PAUSE;        /* paused_until */
 bool rb = false;        /* the topic is rate-blocked (the worker's mark) */
+#ifdef FIX_RF1
+bool rb_cut = false;    /* (R-F1 fixed) a claim was cut since the worker's look (the code: a generation number) */
+#endif
 /* ---- ... the limit ---- */
 byte rsvd = 0;          /* reserved slots */
 byte nrec = 0;          /* lease records */
 
 /* ---- the worker ---- */
+bool w_busy = false;    /* between its look and its last step */
 bool wl = false;        /* its latch */
 byte wt = NOEND;        /* its timer: the next admission moment */
 
@@ -199,7 +210,7 @@ bool rg_win[4];         /* it read ready_gen before reserving ... */
 bool rg_dirty[4];       /* ... and ready_gen changed since */
 
 bool busy[4];           /* in a claim, a probe, a leave or a transaction end */
-byte hr[4];             /* the row whose lease it holds + 1 */
+byte hm[4];             /* the rows whose leases it holds (a mask) */
 
 /* ---- ghosts ---- */
 byte hist[NT];          /* starts by their statement's clock */
@@ -207,17 +218,29 @@ bool g10_over = false;
 bool g10_stranded_f = false;
 bool g10_books_wrong = false;
 bool g10_poll = false;
+bool g10_loop = false;
+byte pp = 0;            /* wakes by unused starts of a blocked topic since a row last became claimable or was taken */
 
 #define REG_ON      (w_reg[1] || w_reg[2] || w_reg[3])
 #define QUEUED      ((w_q[1] -> 1 : 0) + (w_q[2] -> 1 : 0) + (w_q[3] -> 1 : 0))
 
-/* logged starts in the window (a - PER, a], into v */
+/*
+ * logged starts in the window (a - PER, a], into v; with COUNT_AHEAD, as
+ * aw_rate_window_free() counts, every start logged after a - PER (one
+ * logged after a too, which only a clock read before the set lock can
+ * see: MUTANT_R6)
+ */
+#ifdef COUNT_AHEAD
+#define AHEAD_OK(i, a)  true
+#else
+#define AHEAD_OK(i, a)  (i <= a)
+#endif
 inline inwin(a, v)
 {
 	v = 0;
 	for (i : 0 .. NT - 1) {
 		if
-		:: i + PER > a && i <= a -> v = v + lg[i]
+		:: i + PER > a && AHEAD_OK(i, a) -> v = v + lg[i]
 		:: else -> skip
 		fi
 	}
@@ -342,22 +365,23 @@ proctype claimer(byte c; byte maxcl; byte role)
 	byte res = 0;           /* starts (= limit slots) it reserved */
 	byte rfree = 0;
 	byte lfree = 0;
-	byte got = 0;           /* the row leased + 1 */
-	byte lt = 0;            /* the time its start was logged at */
+	byte gm = 0;            /* the rows its claim leased (a mask) */
+	byte ng = 0;            /* ... how many */
+	byte lt = 0;            /* the time its starts were logged at */
 	bool waiting = false;
 	bool raised = false;
 
 end:	do
 	:: d_step {
 		/* claim(wait => ...): aw_waiter_register(), then ResetLatch() and aw_waiter_rearm(); it probes */
-		(role & R_WAIT) && ncl < maxcl && hr[c] == 0 ->
+		(role & R_WAIT) && ncl < maxcl && hm[c] == 0 ->
 		ncl++; busy[c] = true; waiting = true;
 		w_reg[c] = true; w_q[c] = true; w_in[c] = false;
 		printf("MSC: C%d claim(wait): registered, probes\n", c)
 	   };
 		goto claim
 	:: d_step {
-		(role & R_NOWAIT) && ncl < maxcl && hr[c] == 0 ->
+		(role & R_NOWAIT) && ncl < maxcl && hm[c] == 0 ->
 		ncl++; busy[c] = true; waiting = false;
 		printf("MSC: C%d claim()\n", c)
 	   };
@@ -365,14 +389,20 @@ end:	do
 #if LIMIT > 0
 	:: atomic {
 		/*
-		 * complete() with the lease token: its commit (the row gone), then
-		 * aw_limits_at_commit_settle(): the slot released, one claimer woken
+		 * complete() of one of its leases, with its token: the commit (the
+		 * row gone), then aw_limits_at_commit_settle(): the slot released,
+		 * one claimer woken
 		 */
-		(role & R_SETTLE) && hr[c] != 0 ->
-		rs[hr[c] - 1] = S_DONE; nrec--;
-		printf("MSC: C%d complete row %d: its slot released\n", c, hr[c] - 1);
-		n = 1; wake(n);
-		hr[c] = 0
+		(role & R_SETTLE) && hm[c] != 0 ->
+		i = 0;
+		do
+		:: (hm[c] & (1 << i)) -> break
+		:: else -> i++
+		od;
+		rs[i] = S_DONE; nrec--; hm[c] = hm[c] & ~(1 << i);
+		printf("MSC: C%d complete row %d: its slot released\n", c, i);
+		i = 0;
+		n = 1; wake(n)
 	   }
 #endif
 	:: else -> break
@@ -381,13 +411,19 @@ end:	do
 
 claim:
 	do
+#ifdef MUTANT_R6
+	:: d_step { a = now; printf("MSC: C%d reads the clock: %d (R6)\n", c, a) };
+	   d_step {
+#else
 	:: d_step {
+		a = now;
+#endif
 		/*
 		 * aw_limits_reserve(): aw_waiters_ready_gen() (rule 3), then
-		 * aw_ledger_reserve() (set lock): the limit's free slots and the
-		 * rate's free starts at clock a
+		 * aw_ledger_reserve() (set lock): the rate's free starts at the
+		 * clock a read under the lock (aw_rate_admit), then the limit's
+		 * free slots
 		 */
-		a = now;
 		rg_win[c] = true; rg_dirty[c] = false;
 		inwin(a, v);
 #ifndef MUTANT_R1
@@ -422,14 +458,16 @@ claim:
 		       c, res, a, rfree, lfree, rr);
 		if
 		:: rfree < WANT ->
-			/* cut by the rate or the pause: the topic is rate-blocked, the worker woken */
 #ifndef MUTANT_R5
-			/* aw_rate_admit(): the topic blocked; newly blocked, the worker woken (aw_limits_reserve) */
+			/* aw_rate_admit(): cut short, the topic blocked; newly blocked, the worker woken (aw_limits_reserve) */
 			if
 			:: !rb -> WAKE_WORKER
 			:: else -> skip
 			fi;
 			rb = true;
+#ifdef FIX_RF1
+			rb_cut = true;
+#endif
 			printf("MSC: C%d cut by the rate: rate-blocked (the worker woken if newly)\n", c)
 #else
 			printf("MSC: C%d cut by the rate: no mark (R5)\n", c)
@@ -451,25 +489,27 @@ claim:
 		if
 		:: res > 0 ->
 			atomic {
-				/* the claim statement: the oldest claimable row, FOR UPDATE SKIP LOCKED, leased at its clock */
+				/*
+				 * the claim statement: up to res claimable rows, oldest
+				 * first, FOR UPDATE SKIP LOCKED, leased: each a start, at
+				 * the statement's clock
+				 */
 				if
 				:: (role & R_RAISE) -> raised = true; printf("MSC: C%d claim statement raises\n", c)
 				:: true ->
+					for (i : 0 .. NR - 1) {
+						if
+						:: ng < res && rs[i] == S_READY ->
+							rs[i] = S_LOCKED; gm = gm | (1 << i); ng++;
+							printf("MSC: C%d claim: leases row %d at %d (a start)\n", c, i, now)
+						:: else -> skip
+						fi
+					}
 					i = 0;
-					do
-					:: i < NR && rs[i] == S_READY -> break
-					:: i < NR && rs[i] != S_READY -> i++
-					:: i == NR -> break
-					od;
 					if
-					:: i < NR ->
-						rs[i] = S_LOCKED; lk[i] = c; got = i + 1;
-						hist[now]++;
-						printf("MSC: C%d claim: leases row %d at %d (a start)\n", c, i, now);
-						g10_check(now)
+					:: ng > 0 -> hist[now] = hist[now] + ng; pp = 0; g10_check(now)
 					:: else -> printf("MSC: C%d claim: no row\n", c)
-					fi;
-					i = 0
+					fi
 				fi
 			};
 			if
@@ -477,9 +517,11 @@ claim:
 				atomic {
 					/*
 					 * aw_claim_open_leases(): aw_limits_open_leases(), then
-					 * aw_limits_return() (set lock): the starts logged at
-					 * the clock read now, rate_reserved -= reserved, the
-					 * unused limit slots back, rule 3
+					 * aw_limits_return(): aw_ledger_rate_return() (set
+					 * lock: the starts logged at the clock read then,
+					 * rate_reserved -= reserved; the unused starts of a
+					 * blocked topic wake one blocked claimer each), then the
+					 * unused limit slots back (aw_ledger_unreserve) and rule 3
 					 */
 #ifdef MUTANT_R3
 					lt = a;
@@ -487,46 +529,51 @@ claim:
 					lt = now;
 #endif
 #ifndef MUTANT_R1
-					if
-					:: got != 0 -> lg[lt]++
-					:: else -> skip
-					fi;
+					lg[lt] = lg[lt] + ng;
 					rr = rr - res;
 #endif
 #if LIMIT > 0
 					rsvd = rsvd - res;
-					if
-					:: got != 0 -> nrec++
-					:: else -> skip
-					fi;
+					nrec = nrec + ng;
 #endif
-					printf("MSC: C%d returns: %d start(s) logged at %d (rate_reserved %d)\n",
-					       c, (got != 0 -> 1 : 0), lt, rr);
+					printf("MSC: C%d returns: %d start(s) logged at %d (rate_reserved %d)\n", c, ng, lt, rr);
 #ifndef MUTANT_R1
-					/* aw_ledger_rate_return(): an unused start of a blocked topic wakes one blocked claimer */
 					if
-					:: got == 0 && rb ->
-						printf("MSC: C%d an unused start of a rate-blocked topic back: wake one\n", c);
-						n = 1; wake(n)
+#ifndef FIX_RF4
+					:: ng < res && rb ->
+#else
+					/* (R-F4 fixed) only after a readiness event, as rule 3 */
+					:: ng < res && rb && rg_dirty[c] ->
+#endif
+						printf("MSC: C%d unused starts of a rate-blocked topic back: wake one each\n", c);
+						n = res - ng;
+						/* the ghost of the wake loop: wakes by unused starts since the last row */
+						if
+						:: REG_ON && (w_q[1] || w_q[2] || w_q[3]) -> pp++
+						:: else -> skip
+						fi;
+						g10_loop = (pp > NC);
+						assert(!g10_loop);
+						wake(n)
 					:: else -> skip
 					fi;
 #endif
 #ifdef FIX_RF2
 					if
-					:: rb && got != 0 -> WAKE_WORKER; printf("MSC: C%d logs a start of a rate-blocked topic: wakes the worker (R-F2 fixed)\n", c)
+					:: rb && ng > 0 -> WAKE_WORKER; printf("MSC: C%d logs starts of a rate-blocked topic: wakes the worker (R-F2 fixed)\n", c)
 					:: else -> skip
 					fi;
 #endif
 					if
-					:: got == 0 && rg_dirty[c] ->
-						printf("MSC: C%d an unused reservation back after a readiness event: wake one (rule 3)\n", c);
+					:: LIMIT > 0 && ng < res && rg_dirty[c] ->
+						printf("MSC: C%d an unused limit slot back after a readiness event: wake one (rule 3)\n", c);
 						n = 1; wake(n)
 					:: else -> skip
 					fi;
 					rg_win[c] = false; rg_dirty[c] = false; res = 0; a = 0;
 					if
-					:: got == 0 && waiting -> w_sleep[c] = true; busy[c] = false; printf("MSC: C%d sleeps\n", c)
-					:: got == 0 && !waiting -> busy[c] = false; lt = 0
+					:: ng == 0 && waiting -> w_sleep[c] = true; busy[c] = false; printf("MSC: C%d sleeps\n", c)
+					:: ng == 0 && !waiting -> busy[c] = false; lt = 0
 					:: else -> skip
 					fi
 				}
@@ -542,7 +589,11 @@ claim:
 			:: else -> skip
 			fi;
 			atomic {
-				/* aw_limits_at_abort_reserve(): the reservation back */
+				/*
+				 * aw_limits_at_abort_reserve(): aw_ledger_rate_return(used
+				 * 0) (of a blocked topic, one wake per start), the limit's
+				 * slots back (aw_ledger_unreserve, no wake)
+				 */
 #ifndef MUTANT_R1
 				rr = rr - res;
 #endif
@@ -550,24 +601,23 @@ claim:
 				rsvd = rsvd - res;
 #endif
 				printf("MSC: C%d ABORT: its reservation back (rate_reserved %d)\n", c, rr);
-#ifndef MUTANT_R1
-				/* aw_ledger_rate_return(used 0): of a blocked topic, wake one */
 				if
-				:: rb -> printf("MSC: C%d ... of a rate-blocked topic: wake one\n", c); n = 1; wake(n)
+#ifndef MUTANT_R1
+				:: rb -> printf("MSC: C%d ... of a rate-blocked topic: wake %d\n", c, res); n = res; wake(n)
+#endif
 #ifdef FIX_ABORT
-				/* the limit's slot given back wakes one too (R-F3 fixed) */
-				:: !rb && LIMIT > 0 -> printf("MSC: C%d ... a limit slot: wake one (R-F3 fixed)\n", c); n = 1; wake(n)
+				/* the limit's slots given back wake one each too (R-F3 fixed) */
+				:: !rb && LIMIT > 0 -> printf("MSC: C%d ... limit slots: wake %d (R-F3 fixed)\n", c, res); n = res; wake(n)
 #endif
 				:: else -> skip
 				fi;
-#endif
 				rg_win[c] = false; rg_dirty[c] = false; res = 0; a = 0;
 				raised = false; busy[c] = false
 			};
 			break
-		:: !raised && got != 0 -> break
-		:: !raised && got == 0 && !waiting -> break
-		:: !raised && got == 0 && waiting ->
+		:: !raised && ng > 0 -> break
+		:: !raised && ng == 0 && !waiting -> break
+		:: !raised && ng == 0 && waiting ->
 			/* asleep: woken, or the wait ends (a claimer may sleep forever when nothing comes) */
 endsleep:		if
 			:: d_step {
@@ -590,52 +640,63 @@ endsleep:		if
 		fi
 	od;
 
+	if
+	:: ng > 0 ->
 		if
-		:: got != 0 ->
-			if
-			:: waiting -> leave()
-			:: else -> skip
-			fi;
-			if
-			:: d_step {
-				/* COMMIT: the lease committed; the log untouched */
-				rs[got - 1] = (LIMIT > 0 -> S_LEASED : S_DONE);
-				lk[got - 1] = 0;
-#if LIMIT > 0
-				hr[c] = got;
-#endif
-#ifdef MUTANT_R1
-				/* R1: the start counted at commit */
-				lg[now]++;
-#endif
-				printf("MSC: C%d COMMIT claim\n", c);
-				got = 0; lt = 0; busy[c] = false
-			   }
-			:: (role & R_RB) ->
-				d_step {
-					/* ROLLBACK: the row claimable again, its lock released */
-					rs[got - 1] = S_READY; lk[got - 1] = 0;
-					printf("MSC: C%d ROLLBACK claim\n", c)
-				};
-				atomic {
-					/*
-					 * the callbacks: aw_limits_at_abort_leases() (set lock),
-					 * the row claimable again wakes one (rule 1); the log
-					 * keeps the start
-					 */
-#if LIMIT > 0
-					nrec--;
-#endif
-#ifdef MUTANT_R4
-					lg[lt]--;
-					printf("MSC: C%d the rolled-back start removed from the log (R4)\n", c);
-#endif
-					n = 1; wake(n);
-					got = 0; lt = 0; busy[c] = false
-				}
-			fi
+		:: waiting -> leave()
 		:: else -> skip
 		fi;
+		if
+		:: d_step {
+			/* COMMIT: the leases committed; the log untouched */
+			for (i : 0 .. NR - 1) {
+				if
+				:: (gm & (1 << i)) -> rs[i] = (LIMIT > 0 -> S_LEASED : S_DONE)
+				:: else -> skip
+				fi
+			}
+			i = 0;
+#if LIMIT > 0
+			hm[c] = gm;
+#endif
+#ifdef MUTANT_R1
+			/* R1: the starts counted at commit */
+			lg[now] = lg[now] + ng;
+#endif
+			printf("MSC: C%d COMMIT claim\n", c);
+			gm = 0; ng = 0; lt = 0; busy[c] = false
+		   }
+		:: (role & R_RB) ->
+			d_step {
+				/* ROLLBACK: the rows claimable again, their locks released */
+				for (i : 0 .. NR - 1) {
+					if
+					:: (gm & (1 << i)) -> rs[i] = S_READY
+					:: else -> skip
+					fi
+				}
+				i = 0; pp = 0;
+				printf("MSC: C%d ROLLBACK claim\n", c)
+			};
+			atomic {
+				/*
+				 * the callbacks: aw_limits_at_abort_leases() (set lock),
+				 * each row claimable again wakes one (rule 1); the log
+				 * keeps the starts
+				 */
+#if LIMIT > 0
+				nrec = nrec - ng;
+#endif
+#ifdef MUTANT_R4
+				lg[lt] = lg[lt] - ng;
+				printf("MSC: C%d the rolled-back starts removed from the log (R4)\n", c);
+#endif
+				n = ng; wake(n);
+				gm = 0; ng = 0; lt = 0; busy[c] = false
+			}
+		fi
+	:: else -> skip
+	fi;
 	waiting = false;
 	goto end;
 done:
@@ -690,18 +751,20 @@ active proctype worker()
 	byte v = 0;
 	byte k = 0;
 	byte n = 0;
+	bool left = false;
 
 end:	do
 	:: atomic {
 		/*
-		 * aw_rates_wake() -> aw_ledger_rate_wakes() (set lock), then
-		 * aw_waiters_wake() (waiter lock), one step: woken by its latch or
-		 * its timer.  If the blocked topic may start rows now (not paused,
-		 * free > 0), k = min(free, the limit's free slots) claimers are
-		 * woken and the mark goes; else its timer is the next admission
-		 * moment: paused_until, or when enough logged starts have left the
-		 * window (aw_rate_window_next), or none when the reservations
-		 * alone fill it (their return wakes by itself)
+		 * aw_rates_wake() -> aw_ledger_rate_wakes() (set lock), woken by
+		 * its latch or its timer: if the blocked topic may start rows now
+		 * (not paused, free > 0), k = min(free, the limit's free slots)
+		 * claimers are to be woken and the mark goes (R-F1 fixed: it stays
+		 * until the last step, which sees whether a claim was cut since);
+		 * else the timer is the next admission moment: paused_until, or
+		 * when enough logged starts have left the window
+		 * (aw_rate_window_next), or none when the reservations alone fill
+		 * it (their return wakes by itself)
 		 */
 		(wl || (wt != NOEND && now >= wt)) ->
 		wl = false; wt = NOEND;
@@ -715,24 +778,60 @@ end:	do
 				:: v < k -> k = v
 				:: else -> skip
 				fi;
-				printf("MSC: W at %d: the window admits: wakes %d, clears the mark\n", now, k);
-				rb = false;
+				v = 0;
+				w_busy = true;
 #ifdef FIX_RF1
-				/* the mark stays while its wakes leave a claimer queued (R-F1 fixed) */
-				if
-				:: k < QUEUED -> rb = true; printf("MSC: W ... keeps the mark (%d queued)\n", QUEUED)
-				:: else -> skip
-				fi;
+				rb_cut = false;
+				printf("MSC: W at %d: the window admits: %d to wake\n", now, k)
+#else
+				rb = false;
+				printf("MSC: W at %d: the window admits: %d to wake, the mark goes\n", now, k)
 #endif
-				n = k; wake(n);
-				k = 0; v = 0
 			:: else ->
 				/* none may start now: the timer */
+				k = 0;
 				next_moment()
 			fi
+		:: else -> k = 0
+		fi
+	   };
+		if
+		:: w_busy ->
+			atomic {
+				/* aw_waiters_wake(t, k) (waiter lock); (R-F1 fixed) are claimers of the topic left queued? */
+				n = k; wake(n);
+				k = 0;
+#ifdef FIX_RF1
+				left = (QUEUED > 0)
+#else
+				w_busy = false
+#endif
+			};
+#ifdef FIX_RF1
+			atomic {
+				/*
+				 * (R-F1 fixed, set lock) the mark goes only if no claimer of
+				 * the topic was left queued and no claim was cut since the
+				 * first step; else it stays, with the timer if none may
+				 * start now (if one may, the starts of those just woken
+				 * wake the worker: R-F2's fix)
+				 */
+				if
+				:: !left && !rb_cut -> rb = false; printf("MSC: W the mark goes\n")
+				:: else ->
+					printf("MSC: W the mark stays (claimers left queued %d, cut since %d)\n", left, rb_cut);
+					rate_free(k);
+					if
+					:: k == 0 -> next_moment()
+					:: else -> skip
+					fi;
+					k = 0
+				fi;
+				rb_cut = false; left = false; w_busy = false
+			}
+#endif
 		:: else -> skip
 		fi
-	   }
 	od
 }
 
@@ -748,7 +847,7 @@ active proctype producer()
 end:	do
 	:: atomic {
 		r < NR ->
-		rs[r] = S_READY;
+		rs[r] = S_READY; pp = 0;
 		printf("MSC: P enqueue row %d COMMIT: wakes one\n", r);
 		n = 1; wake(n);
 		r++
@@ -806,7 +905,7 @@ end:	do
 
 #define WOKEN(k)        (w_sleep[k] && w_in[k])
 #define QUIESCENT       (!busy[1] && !busy[2] && !busy[3] && !WOKEN(1) && !WOKEN(2) && !WOKEN(3) && \
-                         !wl && (wt == NOEND || wt > now))
+                         !w_busy && !wl && (wt == NOEND || wt > now))
 #define CLAIMABLE_R(r)  (rs[r] == S_READY)
 #if NR == 1
 #define CLAIMABLE       CLAIMABLE_R(0)
