@@ -219,7 +219,7 @@ bool g10_stranded_f = false;
 bool g10_books_wrong = false;
 bool g10_poll = false;
 bool g10_loop = false;
-byte pp = 0;            /* wakes by unused starts of a blocked topic since a row last became claimable or was taken */
+byte uwakes = 0;            /* wakes by unused starts of a blocked topic since a row last became claimable or was taken */
 
 #define REG_ON      (w_reg[1] || w_reg[2] || w_reg[3])
 #define QUEUED      ((w_q[1] -> 1 : 0) + (w_q[2] -> 1 : 0) + (w_q[3] -> 1 : 0))
@@ -507,7 +507,7 @@ claim:
 					}
 					i = 0;
 					if
-					:: ng > 0 -> hist[now] = hist[now] + ng; pp = 0; g10_check(now)
+					:: ng > 0 -> hist[now] = hist[now] + ng; uwakes = 0; g10_check(now)
 					:: else -> printf("MSC: C%d claim: no row\n", c)
 					fi
 				fi
@@ -549,10 +549,10 @@ claim:
 						n = res - ng;
 						/* the ghost of the wake loop: wakes by unused starts since the last row */
 						if
-						:: REG_ON && (w_q[1] || w_q[2] || w_q[3]) -> pp++
+						:: REG_ON && (w_q[1] || w_q[2] || w_q[3]) -> uwakes++
 						:: else -> skip
 						fi;
-						g10_loop = (pp > NC);
+						g10_loop = (uwakes > NC);
 						assert(!g10_loop);
 						wake(n)
 					:: else -> skip
@@ -675,7 +675,7 @@ endsleep:		if
 					:: else -> skip
 					fi
 				}
-				i = 0; pp = 0;
+				i = 0; uwakes = 0;
 				printf("MSC: C%d ROLLBACK claim\n", c)
 			};
 			atomic {
@@ -847,7 +847,7 @@ active proctype producer()
 end:	do
 	:: atomic {
 		r < NR ->
-		rs[r] = S_READY; pp = 0;
+		rs[r] = S_READY; uwakes = 0;
 		printf("MSC: P enqueue row %d COMMIT: wakes one\n", r);
 		n = 1; wake(n);
 		r++
