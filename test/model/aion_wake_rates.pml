@@ -17,65 +17,76 @@
  * inbox, rule 2 at leave, rule 3 at the return) over one topic, and leaves
  * out fences, parks, lease ends and other topics.
  *
- * The design modelled (the rate's state in shared memory, under the set
- * lock, per topic):
- *   max_starts (MAXS), per (PER), a log of recent starts (lg[t]: starts
- *   logged at time t), rate_reserved (rr), paused_until (pu), and the
- *   worker's "rate-blocked" mark (rb) and timer (wt).
- *   - Admission (aw_limits_reserve -> aw_ledger_reserve, one hold of the
- *     set lock, with the limit's reservation): at clock a,
- *     free = max_starts - (logged starts in (a - per, a]) - rate_reserved
- *     (0 while a < paused_until); the claim reserves
- *     min(want, free, the limit's free slots); rate_reserved += that.  A
- *     claim cut by the rate or the pause (free < want) marks the topic
- *     rate-blocked and wakes the worker.
- *   - The claim statement (aw_claim_statement) locks and leases rows at its
- *     own clock (>= a): each row is a start, at that clock.
- *   - After the statement (aw_claim_open_leases -> aw_limits_return, one
- *     hold of the set lock): the used starts are logged at the clock read
- *     then, rate_reserved -= reserved; the limit's leases open and its
- *     unused slots go back (with Wake rules: 3).
+ * The design modelled (issue 24, item 7; where it leaves a choice, the code
+ * being written beside it: src/rate_ledger.c, src/rate_window.c,
+ * src/rates.c, src/limits.c).  The rate's state, per topic, in shared
+ * memory under the set lock: max_starts (MAXS), per (PER), a log of recent
+ * starts (lg[t]: starts logged at time t), rate_reserved (rr),
+ * paused_until (pu), the topic's rate-blocked mark (rb); the worker's
+ * timer (wt).
+ *   - Admission (aw_limits_reserve -> aw_ledger_reserve -> aw_rate_admit,
+ *     one hold of the set lock, with the limit's reservation): at the clock
+ *     a read under the lock, free = max_starts - (logged starts in
+ *     (a - per, a]) - rate_reserved (0 while a < paused_until); the claim
+ *     reserves min(want, free, the limit's free slots); rate_reserved +=
+ *     that.  A claim cut by the rate or the pause (free < want) marks the
+ *     topic blocked and, if it was not, wakes the worker.
+ *   - The claim statement locks and leases rows at its own clock (>= a):
+ *     each row is a start, at that clock.
+ *   - After the statement (aw_claim_open_leases -> aw_limits_return ->
+ *     aw_ledger_rate_return, one hold of the set lock): the used starts are
+ *     logged at the clock read then, rate_reserved -= reserved, and each
+ *     unused start of a blocked topic wakes one blocked claimer; then the
+ *     limit's leases open and its unused slots go back (Wake rules: 3).
  *   - Transaction end: commit or rollback leaves the log alone; a
  *     reservation not yet returned (the statement raised) goes back at the
- *     abort (aw_limits_at_abort_reserve).
- *   - The worker (aw_worker_rates): for the rate-blocked topic, the next
- *     admission moment is paused_until while paused, else the moment the
- *     oldest logged start in the window leaves it (its time + per), else
- *     now; it sleeps until then (or until its latch is set), then, under the
- *     set lock, computes k = the starts possible now (capped by the limit's
- *     free slots), wakes k waiters of the topic and clears the mark.
+ *     abort (aw_limits_at_abort_reserve: the rate's part wakes one blocked
+ *     claimer per start of a blocked topic, the limit's part nobody).
+ *   - The worker (aw_rates_wake -> aw_ledger_rate_wakes, then
+ *     aw_waiters_wake), woken by its latch or its timer: if the blocked
+ *     topic may start rows now, k = min(free, the limit's free slots)
+ *     claimers are woken and the mark goes; else its timer is
+ *     paused_until, or the moment enough logged starts have left the
+ *     window (that start's time + per, aw_rate_window_next), or none when
+ *     the reservations alone fill it.
  *   - Rows become claimable by commits (enqueue) that wake one waiter each;
- *     a rolled-back claim makes its row claimable again and wakes one
- *     (Wake rules: 1); a settle's commit releases its limit slot and wakes
- *     one.
+ *     a rolled-back claim makes its rows claimable again and wakes one each
+ *     (Wake rules: 1); complete() releases its limit slot and wakes one.
  *   - RESTORE: shared memory lost, the window taken as full at the load
  *     moment (one log entry of max_starts at the load time).
  *
  * Each atomic step is one hold of the set lock, one hold of the waiter lock
  * (folded with the set lock hold it follows where the code takes one right
- * after the other and nothing in between matters), one SQL statement or one
- * commit; comments name the C function (where the code is not written yet,
- * the name the code will use, or what the step does).
+ * after the other and nothing in between matters, as in the limits model),
+ * one SQL statement or one commit; comments name the C function.
  *
  * Properties:
  *   G10  no window [w, w + per) holds more than max_starts starts, counted
  *        from the statements' clocks (ghost hist[]), whatever the claims'
  *        outcome: checked at every start (assert on g10_over)
- *   G10w in a quiescent state (no claim, probe or leave under way, no
- *        woken claimer that has not probed, the worker's latch clear and
- *        its timer not due) no claimer sleeps while a start is possible
- *        now (not paused, free > 0, the limit allowing) and a row is
- *        claimable (monitor g10_stranded)
+ *   G10w in a quiescent state (no claim, probe, leave or transaction end
+ *        under way, no woken claimer that has not probed, the worker's
+ *        latch clear, its timer not due, the worker not between its steps)
+ *        no claimer sleeps while a start is possible now (not paused,
+ *        free > 0, the limit allowing) and a row is claimable (monitor
+ *        g10_stranded)
  *   G10x in a quiescent state nothing is reserved (rate or limit) and the
  *        limit's lease records are exactly the live leases (monitor
  *        g10_books)
- *   and no deadlock (spin's invalid end states).
+ *   G10p the worker never sets its timer for a moment that has come: no
+ *        polling (assert on g10_poll)
+ *   G10q no wake loop: at most NC wakes of a queued claimer by unused
+ *        starts of a blocked topic between two events that change the rows
+ *        (a start, an enqueue, a rollback) (assert on g10_loop)
+ *   and no deadlock (spin's invalid end states; a claimer may sleep at the
+ *   end: endsleep).
  *
  * Options (spin -D...):
  *   NC=2|3        claimers (default 2)
  *   NR=1..3       rows (default 2); ROWS0 of them claimable at the start
  *                 (default NR), the others enqueued later, one commit each
- *   MAXS, PER     max_starts (default 1), per (default 2 ticks)
+ *   MAXS, PER     max_starts (default 1), per (default 2 ticks; 2..4)
+ *   WANT          max_rows of every claim (default 1)
  *   TMAX          the clock stops at TMAX (default PER + 2)
  *   LIMIT         max_in_flight of the topic (default 0: none)
  *   PAUSE=u       the topic is paused until u at the start
@@ -88,22 +99,26 @@
  *                 one entry of max_starts at the load moment
  *   COUNT_AHEAD   the admission counts every start logged after a - per,
  *                 also those logged after a (as aw_rate_window_free does)
- *   FIX_RATE      the proposed fix of findings R-F1 and R-F2 (README.md):
- *                 a claim that logs starts of a rate-blocked topic, or
- *                 gives a rate reservation back at the abort, wakes the
- *                 worker; the worker clears the mark only when its wakes
- *                 reached every queued waiter, else keeps it and its timer
- *   FIX_ABORT     the proposed fix of finding R-F3: a reservation given
- *                 back at the abort wakes one waiter, as an unused one
- *                 given back after the statement does (Wake rules: 3)
+ * The proposed fixes (README.md, "Rates and pauses"):
+ *   FIX_RF1       (R-F1) the worker clears the mark only if, after its
+ *                 wakes, no claimer of the topic is left queued and no
+ *                 claim was cut since its look; else the mark stays, with
+ *                 the timer if nothing may start now
+ *   FIX_RF2       (R-F2) a return that logs starts of a blocked topic
+ *                 wakes the worker
+ *   FIX_RF4       (R-F4) an unused start of a blocked topic wakes a blocked
+ *                 claimer only after a readiness event (as rule 3)
+ *   FIX_RATE      FIX_RF1, FIX_RF2 and FIX_RF4
+ *   FIX_ABORT     (R-F3) the limit's slots given back at an abort wake one
+ *                 claimer each
  * Mutants (on top of FIX_RATE), each must be rejected:
  *   MUTANT_R1     a start counted at commit: logged when its claim commits
  *                 (not at all if it rolls back), nothing reserved meanwhile
- *   MUTANT_R2     the worker's wake timed at the window's start (the oldest
+ *   MUTANT_R2     the worker's timer at the window's start (the oldest
  *                 logged start's time) instead of its end (+ per)
  *   MUTANT_R3     the start logged at the admission clock (read before the
  *                 statement) instead of the clock read after it
- *   MUTANT_R4     a rolled-back claim's start removed from the log
+ *   MUTANT_R4     a rolled-back claim's starts removed from the log
  *   MUTANT_R5     no rate-blocked mark: the worker never times a wake
  *   MUTANT_R6     the admission clock read before the set lock is taken
  *                 (the code reads it under the lock, in aw_ledger_reserve)

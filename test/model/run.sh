@@ -38,8 +38,14 @@
 #      the G9 pass-on check and no deadlock must hold
 #   7. mutants L1..L12, F8, F9, each on a configuration of 6 -> each must
 #      be rejected, by the property it breaks
-# The two models' checks run side by side (two lanes: this machine has two
-# cores; together about 6 minutes and under 4 GB).
+# and of the model of rates and pauses (aion_wake_rates.pml, README.md
+# section "Rates and pauses"):
+#   8. thirteen configurations of the design with its proposed fix
+#      (-DFIX_RATE) -> G10, G10w, G10x, G10p, G10q and no deadlock must
+#      hold; findings R-F1..R-F4 (the design without each part of the fix)
+#      must be reproduced; mutants R1..R6 must be rejected
+# The three models' checks run in two lanes side by side (this machine has
+# two cores; together about 7 minutes and under 4 GB).
 # With --full also: two rows and a two-slot pulse (about 20 s, 700 MB);
 # settle-and-claim over two rows, finding F12 and its fix without a
 # lease_token (about 70 s, 1 GB), F12's fix with a locked oldest park
@@ -314,18 +320,18 @@ lane_rates() {
 	check_model "rates: 3 claimers, max_starts 2, 3 rows, clock to 3" $BASE $R_FIX -DNC=3 -DMAXS=2 -DNR=3 -DROLE1=1 -DROLE2=1 -DROLE3=2 -DMAXCL1=1 -DTMAX=3
 	check_model "rates: limit 1, max_starts 1, statements that raise" $BASE $R_FIX -DLIMIT=1 -DROLE1=31 -DROLE2=31 -DFIX_ABORT
 	check_model "rates: limit 2, max_starts 1, claims of 2 rows, 3 rows" $BASE $R_FIX -DLIMIT=2 -DNR=3 -DWANT=2
-}
-
-# shellcheck disable=SC2086
-lane_rates2() {
-	model=aion_wake_rates.pml
-	props="6 properties hold (G10, G10w, G10x, G10p, G10q, no deadlock"
 	check_model "rates: limit 1, max_starts 2, 3 rows, statements that raise" $BASE $R_LIMRAISE -DFIX_ABORT
 	check_model "rates: 3 claimers, limit 1, max_starts 2, 3 rows" $BASE $R_FIX -DNC=3 -DLIMIT=1 -DMAXS=2 -DNR=3 -DROLE1=7 -DROLE2=1 -DROLE3=1
 	check_model "rates: a pause until 2" $BASE $R_FIX -DPAUSE=2
 	check_model "rates: shared memory lost and the window restored" $BASE $R_FIX -DRESTORE
 	check_model "rates: cancels and deadlines, statements that raise" $BASE $R_FIX -DROLE1=31 -DROLE2=31 -DCANCEL
 	check_model "rates: the clock read before the set lock, every start after a - per counted" $BASE $R_FIX -DMUTANT_R6 -DCOUNT_AHEAD
+}
+
+# shellcheck disable=SC2086
+lane_rates2() {
+	model=aion_wake_rates.pml
+	props="6 properties hold (G10, G10w, G10x, G10p, G10q, no deadlock"
 	# findings (README.md, "Rates and pauses"): the design without each
 	# part of the fix, the other parts applied
 	check_finding R-F1 G10w $BASE -DFIX_RF2 -DFIX_RF4
