@@ -109,6 +109,11 @@
  *   FIX_RF4       (R-F4) an unused start of a blocked topic wakes a blocked
  *                 claimer only after a readiness event (as rule 3)
  *   FIX_RATE      FIX_RF1, FIX_RF2 and FIX_RF4
+ *   FIX_RF1_FILL  (R-F1, as main fixed it in f2ff2dd) a claim whose
+ *                 reservation fills the window marks the topic blocked,
+ *                 as one cut short does
+ *   FIX_CODE      FIX_RF1_FILL, FIX_RF2 and FIX_RF4: the code of main at
+ *                 b4db1e9
  *   FIX_ABORT     (R-F3) the limit's slots given back at an abort wake one
  *                 claimer each
  * Mutants (on top of FIX_RATE), each must be rejected:
@@ -177,6 +182,11 @@
 #ifdef FIX_RATE
 #define FIX_RF2
 #define FIX_RF1
+#define FIX_RF4
+#endif
+#ifdef FIX_CODE
+#define FIX_RF2
+#define FIX_RF1_FILL
 #define FIX_RF4
 #endif
 
@@ -489,6 +499,19 @@ claim:
 #endif
 		:: else -> skip
 		fi;
+#ifdef FIX_RF1_FILL
+		/* (R-F1 fixed as in f2ff2dd) a claim that fills the window marks the topic blocked too */
+		if
+		:: rfree >= WANT && res > 0 && res == rfree ->
+			if
+			:: !rb -> WAKE_WORKER
+			:: else -> skip
+			fi;
+			rb = true;
+			printf("MSC: C%d fills the window: rate-blocked (the worker woken if newly)\n", c)
+		:: else -> skip
+		fi;
+#endif
 		v = 0; rfree = 0; lfree = 0;
 		if
 		:: res == 0 ->

@@ -40,10 +40,12 @@
 #      be rejected, by the property it breaks
 # and of the model of rates and pauses (aion_wake_rates.pml, README.md
 # section "Rates and pauses"):
-#   8. thirteen configurations of the design with its proposed fix
+#   8. fourteen configurations of the design with its proposed fix
 #      (-DFIX_RATE) -> G10, G10w, G10x, G10p, G10q and no deadlock must
 #      hold; findings R-F1..R-F4 (the design without each part of the fix)
-#      must be reproduced; mutants R1..R6 must be rejected
+#      must be reproduced; main's fixes (b4db1e9) hold for 2 claimers, and
+#      R-F5 (their wake loop with 3) must be reproduced; mutants R1..R6 must
+#      be rejected
 # The three models' checks run in two lanes side by side (this machine has
 # two cores; together about 7 minutes and under 4 GB).
 # With --full also: two rows and a two-slot pulse (about 20 s, 700 MB);
@@ -338,6 +340,10 @@ lane_rates2() {
 	check_finding R-F2 G10w $BASE -DFIX_RF1 -DFIX_RF4
 	check_finding R-F3 G10w $BASE $R_LIMRAISE
 	check_finding R-F4 G10q $BASE -DFIX_RF1 -DFIX_RF2
+	# main at b4db1e9: R-F1 fixed its own way (a claim that fills the
+	# window marks the topic blocked, f2ff2dd), R-F2-R-F4 as proposed
+	check_model "rates: main's fixes (b4db1e9), 2 claimers" $BASE -DFIX_CODE
+	check_finding R-F5 G10q $BASE -DFIX_CODE -DNC=3 -DROLE2=1 -DROLE3=1
 	check_mutant R1 "G10 " $BASE $R_FIX
 	check_mutant R2 G10p $BASE $R_FIX
 	check_mutant R3 "G10 " $BASE $R_FIX
