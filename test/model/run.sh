@@ -38,8 +38,16 @@
 #      the G9 pass-on check and no deadlock must hold
 #   7. mutants L1..L12, F8, F9, each on a configuration of 6 -> each must
 #      be rejected, by the property it breaks
-# The two models' checks run side by side (two lanes: this machine has two
-# cores; together about 6 minutes and under 4 GB).
+# and of the model of rates and pauses (aion_wake_rates.pml, README.md
+# section "Rates and pauses"):
+#   8. fourteen configurations of the design with its proposed fix
+#      (-DFIX_RATE) -> G10, G10w, G10x, G10p, G10q and no deadlock must
+#      hold; findings R-F1..R-F4 (the design without each part of the fix)
+#      must be reproduced; main's fixes (b4db1e9) hold for 2 claimers, and
+#      R-F5 (their wake loop with 3) must be reproduced; mutants R1..R6 must
+#      be rejected
+# The three models' checks run in two lanes side by side (this machine has
+# two cores; together about 7 minutes and under 4 GB).
 # With --full also: two rows and a two-slot pulse (about 20 s, 700 MB);
 # settle-and-claim over two rows, finding F12 and its fix without a
 # lease_token (about 70 s, 1 GB), F12's fix with a locked oldest park
@@ -102,6 +110,11 @@ property_of() {
 	*g8_books_wrong*) echo "G8x (the set's books: a reservation or lease record left or missing)" ;;
 	*g8_slot_stranded*) echo "G8w/G9 (a claimer sleeps beside a free slot and a claimable row)" ;;
 	*g9_spurious*) echo "G9 (a claimer passed on a wake it was never given)" ;;
+	*g10_over*) echo "G10 (a window of length per held more than max_starts starts)" ;;
+	*g10_stranded*) echo "G10w (a claimer asleep while a start is possible and a row claimable)" ;;
+	*g10_books*) echo "G10x (a reservation left, or the lease records wrong)" ;;
+	*g10_poll*) echo "G10p (the worker's timer set for a moment already come: polling)" ;;
+	*g10_loop*) echo "G10q (a wake loop: unused starts wake claimers over and over)" ;;
 	*"invalid end state"*) echo "deadlock (invalid end state)" ;;
 	*) echo "unknown: $1" ;;
 	esac
@@ -290,6 +303,55 @@ lane_limits2() {
 	fi
 }
 
+# the rates model's configurations (README.md, "Rates and pauses"): the
+# design with the proposed fixes of R-F1, R-F2, R-F4 (FIX_RATE); per 2,
+# max_starts 1, 2 claimers, 2 rows, claimer 1 claims twice, unless a flag
+# says otherwise; ROLEn is a mask: 1 claim(wait), 2 claim(), 4 complete,
+# 8 roll back, 16 a claim statement that raises
+R_FIX="-DFIX_RATE"
+R_LIMRAISE="-DFIX_RATE -DLIMIT=1 -DMAXS=2 -DNR=3 -DROLE1=31 -DROLE2=31"
+
+# shellcheck disable=SC2086
+lane_rates() {
+	model=aion_wake_rates.pml
+	props="6 properties hold (G10, G10w, G10x, G10p, G10q, no deadlock"
+	check_model "rates: 2 claimers, max_starts 1, per 2" $BASE $R_FIX
+	check_model "rates: max_starts 2, claims of 2 rows, 3 rows" $BASE $R_FIX -DMAXS=2 -DWANT=2 -DNR=3
+	check_model "rates: per 3, clock to 5" $BASE $R_FIX -DPER=3
+	check_model "rates: 3 claimers, max_starts 1, 3 rows" $BASE $R_FIX -DNC=3 -DROLE2=1 -DROLE3=3 -DMAXCL1=1 -DNR=3
+	check_model "rates: 3 claimers, max_starts 2, 3 rows, clock to 3" $BASE $R_FIX -DNC=3 -DMAXS=2 -DNR=3 -DROLE1=1 -DROLE2=1 -DROLE3=2 -DMAXCL1=1 -DTMAX=3
+	check_model "rates: limit 1, max_starts 1, statements that raise" $BASE $R_FIX -DLIMIT=1 -DROLE1=31 -DROLE2=31 -DFIX_ABORT
+	check_model "rates: limit 2, max_starts 1, claims of 2 rows, 3 rows" $BASE $R_FIX -DLIMIT=2 -DNR=3 -DWANT=2
+	check_model "rates: limit 1, max_starts 2, 3 rows, statements that raise" $BASE $R_LIMRAISE -DFIX_ABORT
+	check_model "rates: 3 claimers, limit 1, max_starts 2, 3 rows" $BASE $R_FIX -DNC=3 -DLIMIT=1 -DMAXS=2 -DNR=3 -DROLE1=7 -DROLE2=1 -DROLE3=1
+	check_model "rates: a pause until 2" $BASE $R_FIX -DPAUSE=2
+	check_model "rates: shared memory lost and the window restored" $BASE $R_FIX -DRESTORE
+	check_model "rates: cancels and deadlines, statements that raise" $BASE $R_FIX -DROLE1=31 -DROLE2=31 -DCANCEL
+	check_model "rates: the clock read before the set lock, every start after a - per counted" $BASE $R_FIX -DMUTANT_R6 -DCOUNT_AHEAD
+}
+
+# shellcheck disable=SC2086
+lane_rates2() {
+	model=aion_wake_rates.pml
+	props="6 properties hold (G10, G10w, G10x, G10p, G10q, no deadlock"
+	# findings (README.md, "Rates and pauses"): the design without each
+	# part of the fix, the other parts applied
+	check_finding R-F1 G10w $BASE -DFIX_RF2 -DFIX_RF4
+	check_finding R-F2 G10w $BASE -DFIX_RF1 -DFIX_RF4
+	check_finding R-F3 G10w $BASE $R_LIMRAISE
+	check_finding R-F4 G10q $BASE -DFIX_RF1 -DFIX_RF2
+	# main at b4db1e9: R-F1 fixed its own way (a claim that fills the
+	# window marks the topic blocked, f2ff2dd), R-F2-R-F4 as proposed
+	check_model "rates: main's fixes (b4db1e9), 2 claimers" $BASE -DFIX_CODE
+	check_finding R-F5 G10q $BASE -DFIX_CODE -DNC=3 -DROLE2=1 -DROLE3=1
+	check_mutant R1 "G10 " $BASE $R_FIX
+	check_mutant R2 G10p $BASE $R_FIX
+	check_mutant R3 "G10 " $BASE $R_FIX
+	check_mutant R4 "G10 " $BASE $R_FIX
+	check_mutant R5 G10w $BASE $R_FIX
+	check_mutant R6 "G10 " $BASE $R_FIX
+}
+
 # shellcheck disable=SC2086
 lane_parking() {
 	model=aion_wake.pml
@@ -331,11 +393,15 @@ lane_parking() {
 
 # two lanes of about equal length (one per core); each lane's lines are
 # printed, in order, once both are done
-lane_limits >"$work/lane2.out" 2>&1 &
+{
+	lane_limits
+	lane_rates
+} >"$work/lane2.out" 2>&1 &
 lane2_pid=$!
 {
 	lane_parking
 	lane_limits2
+	lane_rates2
 } >"$work/lane1.out" 2>&1
 wait "$lane2_pid"
 cat "$work/lane1.out" "$work/lane2.out"
