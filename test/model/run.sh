@@ -40,7 +40,7 @@
 #      be rejected, by the property it breaks
 # and of the model of rates and pauses (aion_wake_rates.pml, README.md
 # section "Rates and pauses"):
-#   8. fourteen configurations of the design with its proposed fix
+#   8. sixteen configurations of the design with its proposed fix
 #      (-DFIX_RATE) -> G10, G10w, G10x, G10p, G10q and no deadlock must
 #      hold; findings R-F1..R-F4 (the design without each part of the fix)
 #      must be reproduced; main's fixes (b4db1e9) hold for 2 claimers, and
@@ -344,6 +344,8 @@ lane_rates2() {
 	# window marks the topic blocked, f2ff2dd), R-F2-R-F4 as proposed
 	check_model "rates: main's fixes (b4db1e9), 2 claimers" $BASE -DFIX_CODE
 	check_finding R-F5 G10q $BASE -DFIX_CODE -DNC=3 -DROLE2=1 -DROLE3=1
+	check_model "rates: main's fixes and R-F5's, 3 claimers" $BASE -DFIX_CODE -DFIX_RF5 -DNC=3 -DROLE2=1 -DROLE3=1
+	check_model "rates: 3 claimers, claimer 1 every role twice, 2 and 3 wait" $BASE $R_FIX -DNC=3 -DROLE2=1 -DROLE3=1
 	check_mutant R1 "G10 " $BASE $R_FIX
 	check_mutant R2 G10p $BASE $R_FIX
 	check_mutant R3 "G10 " $BASE $R_FIX
