@@ -316,6 +316,8 @@ lane_rates() {
 	model=aion_wake_rates.pml
 	props="6 properties hold (G10, G10w, G10x, G10p, G10q, no deadlock"
 	check_model "rates: 2 claimers, max_starts 1, per 2" $BASE $R_FIX
+	check_model "rates: 3 claimers, claimer 1 every role twice, 2 and 3 wait" $BASE $R_FIX -DNC=3 -DROLE2=1 -DROLE3=1
+	check_model "rates: main's fixes and R-F5's, 3 claimers" $BASE -DFIX_CODE -DFIX_RF5 -DNC=3 -DROLE2=1 -DROLE3=1
 	check_model "rates: max_starts 2, claims of 2 rows, 3 rows" $BASE $R_FIX -DMAXS=2 -DWANT=2 -DNR=3
 	check_model "rates: per 3, clock to 5" $BASE $R_FIX -DPER=3
 	check_model "rates: 3 claimers, max_starts 1, 3 rows" $BASE $R_FIX -DNC=3 -DROLE2=1 -DROLE3=3 -DMAXCL1=1 -DNR=3
@@ -344,8 +346,6 @@ lane_rates2() {
 	# window marks the topic blocked, f2ff2dd), R-F2-R-F4 as proposed
 	check_model "rates: main's fixes (b4db1e9), 2 claimers" $BASE -DFIX_CODE
 	check_finding R-F5 G10q $BASE -DFIX_CODE -DNC=3 -DROLE2=1 -DROLE3=1
-	check_model "rates: main's fixes and R-F5's, 3 claimers" $BASE -DFIX_CODE -DFIX_RF5 -DNC=3 -DROLE2=1 -DROLE3=1
-	check_model "rates: 3 claimers, claimer 1 every role twice, 2 and 3 wait" $BASE $R_FIX -DNC=3 -DROLE2=1 -DROLE3=1
 	check_mutant R1 "G10 " $BASE $R_FIX
 	check_mutant R2 G10p $BASE $R_FIX
 	check_mutant R3 "G10 " $BASE $R_FIX
