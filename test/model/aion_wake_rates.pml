@@ -108,7 +108,10 @@
  *                 wakes the worker
  *   FIX_RF4       (R-F4) an unused start of a blocked topic wakes a blocked
  *                 claimer only after a readiness event (as rule 3)
- *   FIX_RATE      FIX_RF1, FIX_RF2 and FIX_RF4
+ *   FIX_RF5       (R-F5) the worker's wakes for free starts are no
+ *                 readiness event (no row came): a probe's unused start is
+ *                 not passed on because of them
+ *   FIX_RATE      FIX_RF1, FIX_RF2, FIX_RF4 and FIX_RF5
  *   FIX_RF1_FILL  (R-F1, as main fixed it in f2ff2dd) a claim whose
  *                 reservation fills the window marks the topic blocked,
  *                 as one cut short does
@@ -183,6 +186,7 @@
 #define FIX_RF2
 #define FIX_RF1
 #define FIX_RF4
+#define FIX_RF5
 #endif
 #ifdef FIX_CODE
 #define FIX_RF2
@@ -321,6 +325,22 @@ inline wake(n)
 	:: else -> skip
 	fi;
 	n = 0
+}
+
+/* (R-F5 fixed) the worker's wakes for free starts: no readiness event (no row came) */
+inline wake_starts(n)
+{
+#ifdef FIX_RF5
+	do
+	:: n > 0 && w_q[1] -> take(1); n--
+	:: n > 0 && w_q[2] -> take(2); n--
+	:: n > 0 && w_q[3] -> take(3); n--
+	:: else -> break
+	od;
+	n = 0
+#else
+	wake(n)
+#endif
 }
 
 inline pass_on()
@@ -837,7 +857,7 @@ end:	do
 		:: w_busy ->
 			atomic {
 				/* aw_waiters_wake(t, k) (waiter lock); (R-F1 fixed) are claimers of the topic left queued? */
-				n = k; wake(n);
+				n = k; wake_starts(n);
 				k = 0;
 #ifdef FIX_RF1
 				left = (QUEUED > 0)

@@ -40,7 +40,7 @@
 #      be rejected, by the property it breaks
 # and of the model of rates and pauses (aion_wake_rates.pml, README.md
 # section "Rates and pauses"):
-#   8. fourteen configurations of the design with its proposed fix
+#   8. sixteen configurations of the design with its proposed fix
 #      (-DFIX_RATE) -> G10, G10w, G10x, G10p, G10q and no deadlock must
 #      hold; findings R-F1..R-F4 (the design without each part of the fix)
 #      must be reproduced; main's fixes (b4db1e9) hold for 2 claimers, and
@@ -316,6 +316,8 @@ lane_rates() {
 	model=aion_wake_rates.pml
 	props="6 properties hold (G10, G10w, G10x, G10p, G10q, no deadlock"
 	check_model "rates: 2 claimers, max_starts 1, per 2" $BASE $R_FIX
+	check_model "rates: 3 claimers, claimer 1 every role twice, 2 and 3 wait" $BASE $R_FIX -DNC=3 -DROLE2=1 -DROLE3=1
+	check_model "rates: main's fixes and R-F5's, 3 claimers" $BASE -DFIX_CODE -DFIX_RF5 -DNC=3 -DROLE2=1 -DROLE3=1
 	check_model "rates: max_starts 2, claims of 2 rows, 3 rows" $BASE $R_FIX -DMAXS=2 -DWANT=2 -DNR=3
 	check_model "rates: per 3, clock to 5" $BASE $R_FIX -DPER=3
 	check_model "rates: 3 claimers, max_starts 1, 3 rows" $BASE $R_FIX -DNC=3 -DROLE2=1 -DROLE3=3 -DMAXCL1=1 -DNR=3
