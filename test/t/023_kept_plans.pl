@@ -197,12 +197,13 @@ ok(defined $walk, 'the claim\'s plan was logged with its execution');
 $walk //= '';
 my @scans = ($walk =~ /(Index (?:Only )?Scan (?:Backward )?using \S+ on outbox[^\n]*)/g);
 cmp_ok(scalar(@scans), '>=', 3, 'the walk scans the outbox by index');
-my @wide = grep { !/actual time=\S+ rows=[01] loops=\d+/ } @scans;
+# rows is the mean per loop, shown with two decimals from PostgreSQL 18 on
+my @wide = grep { !(/actual time=\S+ rows=([\d.]+) loops=\d+/ && $1 <= 1) } @scans;
 is(scalar(@wide), 0, 'each of its index scans returns at most one row per loop')
   or diag(join("\n", @wide));
 unlike($walk, qr/Rows Removed by Filter: [1-9]/, 'and filters out nothing')
   or diag($walk);
-like($walk, qr/CTE Scan on r .*\(actual time=\S+ rows=10 loops=1\)/,
+like($walk, qr/CTE Scan on r .*\(actual time=\S+ rows=10(?:\.00)? loops=1\)/,
 	'it walked the ten priorities, no more')
   or diag($walk);
 
