@@ -257,19 +257,26 @@ is( sql(q{SELECT string_agg(topic, ',' ORDER BY topic) FROM
    UNION ALL SELECT topic FROM aion_wake.limits) s
  WHERE topic IN ('rs', 'ps', 'ls')}, 'dst'),
 	'ls,ps,rs', '(e) the settings are restored');
-enqueue($_, 3, 'dst') for qw(rs ps ls);
-my %took;
-for (1 .. 2)
+# two claims of the restored topics in 'dst': the rows each topic gave
+sub restored_took
 {
-	my $out = sql(q{
+	my %took;
+	for (1 .. 2)
+	{
+		my $out = sql(q{
 SELECT topic, count(*) FROM aion_wake.claim(ARRAY['rs', 'ps', 'ls'], 9, '1 hour')
  GROUP BY 1}, 'dst');
-	for (split /\n/, $out)
-	{
-		my ($t, $n) = split /\|/;
-		$took{$t} += $n;
+		for (split /\n/, $out)
+		{
+			my ($t, $n) = split /\|/;
+			$took{$t} += $n;
+		}
 	}
+	return %took;
 }
+
+enqueue($_, 3, 'dst') for qw(rs ps ls);
+my %took = restored_took();
 cmp_ok($took{rs} // 0, '<=', 1, '(e) the restored rate holds');
 is($took{ps} // 0, 0, '(e) the restored pause holds');
 cmp_ok($took{ls} // 0, '<=', 1, '(e) the restored limit holds');
@@ -281,18 +288,7 @@ sql('DROP SCHEMA aion_wake CASCADE', 'dst');
 $node->command_ok([ 'pg_restore', '-d', $node->connstr('dst'), $dump ],
 	'(e) a whole pg_restore into the served database');
 enqueue($_, 3, 'dst') for qw(rs ps ls);
-%took = ();
-for (1 .. 2)
-{
-	my $out = sql(q{
-SELECT topic, count(*) FROM aion_wake.claim(ARRAY['rs', 'ps', 'ls'], 9, '1 hour')
- GROUP BY 1}, 'dst');
-	for (split /\n/, $out)
-	{
-		my ($t, $n) = split /\|/;
-		$took{$t} += $n;
-	}
-}
+%took = restored_took();
 cmp_ok($took{rs} // 0, '<=', 1, '(e) whole restore: the rate holds');
 is($took{ps} // 0, 0, '(e) whole restore: the pause holds');
 cmp_ok($took{ls} // 0, '<=', 1, '(e) whole restore: the limit holds');
