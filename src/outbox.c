@@ -38,6 +38,7 @@
 #include "aw_args.h"
 #include "aw_claim.h"
 #include "aw_limits.h"
+#include "aw_monitor.h"
 #include "aw_plans.h"
 #include "aw_pulse_parse.h"
 #include "aw_reoffer.h"
@@ -75,8 +76,9 @@ static SPIPlanPtr aw_plans[AW_NUM_STMTS][3];	/* by schema: 1.0, 1.1, 1.2 */
  * A kept plan for one of the statements of this file, prepared on first use
  * (see plans.c).  A statement's "%s" takes what the 1.1 schema adds (1.0
  * has no leased_until); a statement that the 1.2 schema changes beyond
- * that (priority) has its 1.2 form whole in v12.  The lease_token match is "$n IS NULL OR
- * lease_token = $n": a NULL token means any lease.  Every settle returns
+ * that (priority) has its 1.2 form whole in v12, or, if its "%1$s" is
+ * 1.1's, what 1.2 adds at "%2$s" to "%4$s" in v12_adds.  The lease_token
+ * match is "$n IS NULL OR lease_token = $n": a NULL token means any lease.  Every settle returns
  * the row's topic, its lease token and its fence before the call.
  */
 static SPIPlanPtr
@@ -88,7 +90,8 @@ aw_stmt(AwStmt stmt)
 		const char *v11;
 		int			nargs;
 		Oid			types[6];
-		const char *v12;
+		const char *v12;		/* the 1.2 form whole, or NULL */
+		const char *v12_adds[3];	/* or what the 1.2 schema adds at %2$s.. */
 	}			stmts[AW_NUM_STMTS] = {
 		[AW_STMT_ENQUEUE] = {
 			/* $6, the priority, is the 1.2 schema's; before it, unused */
@@ -145,39 +148,22 @@ aw_stmt(AwStmt stmt)
 			"           RETURNING *) "
 			"INSERT INTO aion_wake.dead_letters AS l "
 			"  (dispatch_key, topic, payload, attempt, visible_after, enqueued_at, "
-			"   last_error, lease_token, parked_at, reason, dead_at) "
+			"   last_error, lease_token, parked_at, reason, dead_at%2$s) "
 			"SELECT d.dispatch_key, d.topic, d.payload, d.attempt, d.visible_after, "
-			"       d.enqueued_at, d.last_error, d.lease_token, d.parked_at, $2, $4 "
+			"       d.enqueued_at, d.last_error, d.lease_token, d.parked_at, $2, $4%3$s "
 			"  FROM d "
 			"ON CONFLICT (dispatch_key) DO UPDATE SET topic = EXCLUDED.topic, "
 			"   payload = EXCLUDED.payload, attempt = EXCLUDED.attempt, "
 			"   visible_after = EXCLUDED.visible_after, enqueued_at = EXCLUDED.enqueued_at, "
 			"   last_error = EXCLUDED.last_error, lease_token = EXCLUDED.lease_token, "
 			"   parked_at = EXCLUDED.parked_at, reason = EXCLUDED.reason, "
-			"   dead_at = EXCLUDED.dead_at%s "
+			"   dead_at = EXCLUDED.dead_at%1$s%4$s "
 			"RETURNING l.topic, l.lease_token, l.visible_after",
 			", leased_until = NULL",
 			4, {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID},
+			NULL,
 			/* dead_letters keeps the row's priority */
-			"WITH d AS (DELETE FROM aion_wake.outbox "
-			"            WHERE dispatch_key OPERATOR(pg_catalog.=) $1 "
-			"              AND ($3 IS NULL OR lease_token OPERATOR(pg_catalog.=) $3) "
-			"           RETURNING *) "
-			"INSERT INTO aion_wake.dead_letters AS l "
-			"  (dispatch_key, topic, payload, attempt, visible_after, enqueued_at, "
-			"   last_error, lease_token, parked_at, reason, dead_at, priority) "
-			"SELECT d.dispatch_key, d.topic, d.payload, d.attempt, d.visible_after, "
-			"       d.enqueued_at, d.last_error, d.lease_token, d.parked_at, $2, $4, "
-			"       d.priority "
-			"  FROM d "
-			"ON CONFLICT (dispatch_key) DO UPDATE SET topic = EXCLUDED.topic, "
-			"   payload = EXCLUDED.payload, attempt = EXCLUDED.attempt, "
-			"   visible_after = EXCLUDED.visible_after, enqueued_at = EXCLUDED.enqueued_at, "
-			"   last_error = EXCLUDED.last_error, lease_token = EXCLUDED.lease_token, "
-			"   parked_at = EXCLUDED.parked_at, reason = EXCLUDED.reason, "
-			"   dead_at = EXCLUDED.dead_at, leased_until = NULL, "
-			"   priority = EXCLUDED.priority "
-			"RETURNING l.topic, l.lease_token, l.visible_after"
+			{", priority", ", d.priority", ", priority = EXCLUDED.priority"}
 		},
 	};
 	int			version = aw_schema_version();
@@ -189,6 +175,11 @@ aw_stmt(AwStmt stmt)
 
 		if (v == 2 && stmts[stmt].v12 != NULL)
 			sql = pstrdup(stmts[stmt].v12);
+		else if (stmts[stmt].v12_adds[0] != NULL)
+			sql = psprintf(stmts[stmt].sql, v ? stmts[stmt].v11 : "",
+						   v == 2 ? stmts[stmt].v12_adds[0] : "",
+						   v == 2 ? stmts[stmt].v12_adds[1] : "",
+						   v == 2 ? stmts[stmt].v12_adds[2] : "");
 		else
 			sql = psprintf(stmts[stmt].sql, v ? stmts[stmt].v11 : "");
 
@@ -241,6 +232,10 @@ aw_enqueue(PG_FUNCTION_ARGS)
 					 errdetail("The value given was %d.", priority)));
 	}
 	now = GetCurrentTimestamp();
+
+	/* claims of the topic walk its priorities from now on (claim.c) */
+	if (priority != 0)
+		aw_monitor_set_priorities(topic, AW_PRIORITIES_SEVERAL);
 
 	args[0] = CStringGetTextDatum(key);
 	args[1] = CStringGetTextDatum(topic);

@@ -11,19 +11,21 @@
 #               every row was settled within 1 s of the end of the schedule
 #               ("kept up")
 #
-# for five modes, in the same run on the same cluster (see throughput.c):
+# for six modes, in the same run on the same cluster (see throughput.c):
 #   sql       hand-written: UPDATE ... SKIP LOCKED LIMIT 1 RETURNING, then
 #             DELETE (two commits a row)                  -- the baseline
 #   single    aion_wake.claim(topic, 1), then complete(key, token)
 #   handoff   complete(key, token, next_rows => 1)
+#   sqlhandoff  hand-written: the DELETE and the next claim in one statement
+#             (data-modifying WITH), one commit a row
 #   sqlbatch  hand-written, LIMIT B and one DELETE of the batch
 #   batch     claim(topic, B), then complete_many(keys[], tokens[], next_rows => B)
 #             (1.2; printed as "needs 1.2" when the function is missing)
 #
 # Durability stays on (fsync, synchronous_commit).  Every mode starts from an
 # emptied and vacuumed table and right after a CHECKPOINT.  The burn-down
-# runs REPS times, the modes interleaved (sql, single, handoff, sqlbatch,
-# batch, sql, ...) so that a change in the machine's other load hits every
+# runs REPS times, the modes interleaved (sql, single, sqlhandoff, handoff,
+# sqlbatch, batch, sql, ...) so that a change in the machine's other load hits every
 # mode alike; the table shows the median run and the ratio of each mode's
 # median to the hand-written baseline's median of the same run.  For each
 # measured phase it reports WAL bytes (pg_current_wal_lsn), WAL flushes
@@ -56,7 +58,7 @@
 # postgres):   bench/throughput/run.sh
 # Environment: THROUGHPUT_PORT (5541), THROUGHPUT_JOBS (20000),
 # THROUGHPUT_WORKERS (16), THROUGHPUT_BATCH (100), THROUGHPUT_REPS (3),
-# THROUGHPUT_MODES ("sql single handoff sqlbatch batch"),
+# THROUGHPUT_MODES ("sql single sqlhandoff handoff sqlbatch batch"),
 # THROUGHPUT_RATE (500 rows/s), THROUGHPUT_POLL_MS (10), THROUGHPUT_SECONDS (10),
 # THROUGHPUT_PRODUCERS (4), THROUGHPUT_CONT (1; 0: no continuous run),
 # THROUGHPUT_BACKLOG (""), THROUGHPUT_SAMPLES (2000),
@@ -72,7 +74,7 @@ JOBS=${THROUGHPUT_JOBS:-20000}
 WORKERS=${THROUGHPUT_WORKERS:-16}
 BATCH=${THROUGHPUT_BATCH:-100}
 REPS=${THROUGHPUT_REPS:-3}
-MODES=${THROUGHPUT_MODES:-sql single handoff sqlbatch batch}
+MODES=${THROUGHPUT_MODES:-sql single sqlhandoff handoff sqlbatch batch}
 RATE=${THROUGHPUT_RATE:-500}
 POLL_MS=${THROUGHPUT_POLL_MS:-10}
 SECONDS_CONT=${THROUGHPUT_SECONDS:-10}
@@ -155,7 +157,7 @@ if [ "$CONT" = 1 ]; then
 		log "cont $line"
 		# the hand-written queue again, its workers polling instead of
 		# listening (every NOTIFY wakes all 16, and each claims)
-		case $m in sql | sqlbatch)
+		case $m in sql | sqlhandoff | sqlbatch)
 			line=$(poll=$POLL_MS client "$m" cont "$RATE" "$SECONDS_CONT" "$WORKERS" "$b" "$PRODUCERS")
 			echo "$line" >>"$raw"
 			log "cont $line"
@@ -182,6 +184,7 @@ label() {
 	sql) echo "hand-written SKIP LOCKED, claim then DELETE (2 commits)" ;;
 	single) echo "aion_wake claim + complete (2 commits)" ;;
 	handoff) echo "aion_wake complete(..., next_rows => 1)" ;;
+	sqlhandoff) echo "hand-written hand-off: DELETE + next claim in one statement (1 commit)" ;;
 	sqlbatch) echo "hand-written batch claim + DELETE, B = $BATCH" ;;
 	batch) echo "aion_wake claim(B) + complete_many(keys[], tokens[], next_rows => B), B = $BATCH" ;;
 	graphile) echo "graphile-worker $GW_VERSION, its Performance page's configuration (concurrentJobs 24, maxPoolSize 25, localQueue 500, completeJobBatchDelay 0, failJobBatchDelay 0)" ;;
@@ -190,6 +193,7 @@ label() {
 
 base=$(burnstat sql jobs_s)
 bbase=$(burnstat sqlbatch jobs_s)
+hbase=$(burnstat sqlhandoff jobs_s)
 so=$("$PG_CONFIG" --pkglibdir)/aion_wake.so
 {
 	echo "# aion_wake throughput (bench/throughput/run.sh)"
@@ -199,7 +203,7 @@ so=$("$PG_CONFIG" --pkglibdir)/aion_wake.so
 	echo
 	echo "## Burn-down: $JOBS no-op jobs enqueued in one transaction, $WORKERS workers, median of $REPS runs"
 	echo
-	echo "| mode | jobs/s | makespan s | / hand-written | / hand-written batch | server CPU us/row | WAL B/row | WAL flushes/row | commits/row | statements/row | runs (jobs/s) | wait events (median run) |"
+	echo "| mode | jobs/s | makespan s | / hand-written | / hand-written of its kind | server CPU us/row | WAL B/row | WAL flushes/row | commits/row | statements/row | runs (jobs/s) | wait events (median run) |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 	burnmodes=$MODES
 	[ "$PEERS" = 1 ] && burnmodes="$MODES graphile"
@@ -210,12 +214,21 @@ so=$("$PG_CONFIG" --pkglibdir)/aion_wake.so
 		fi
 		j=$(burnstat "$m" jobs_s)
 		rb="-"
-		case $m in batch | sqlbatch | graphile) rb=$(div "$j" "$bbase") ;; esac
+		case $m in
+		batch | sqlbatch | graphile) rb=$(div "$j" "$bbase") ;;
+		handoff | sqlhandoff) rb=$(div "$j" "$hbase") ;;
+		esac
 		runs=$(grep "mode=$m phase=burn " "$raw" | field jobs_s | paste -sd' ')
 		# the wait events of the run whose jobs/s is the median
 		waits=$(grep "mode=$m phase=burn .* jobs_s=$j " "$raw" | head -1 | field waits | cut -d, -f1-3 | sed 's/,/, /g')
 		echo "| $(label "$m") | $j | $(burnstat "$m" seconds) | $(div "$j" "$base") | $rb | $(burnstat "$m" server_cpu_us_row) | $(burnstat "$m" wal_bytes_row) | $(burnstat "$m" wal_sync_row) | $(burnstat "$m" commits_row) | $(burnstat "$m" stmts_row) | $runs | ${waits:--} |"
 	done
+	s1=$(burnstat single jobs_s)
+	h1=$(burnstat handoff jobs_s)
+	if [ "$s1" != "-" ] && [ "$h1" != "-" ]; then
+		echo
+		echo "The hand-off does $(div "$h1" "$s1")x the jobs/s of aion_wake's claim + complete."
+	fi
 	if [ "$CONT" = 1 ]; then
 		echo
 		echo "## Continuous: $RATE rows/s for $SECONDS_CONT s from $PRODUCERS producers (one autocommit insert each row), $WORKERS workers"

@@ -25,6 +25,9 @@
  *             DELETE ... WHERE key = $1 AND lease_token = $2: two commits
  *   sqlbatch  the same with LIMIT BATCH and one DELETE ... USING
  *             unnest(keys, tokens): two commits per batch
+ *   sqlhandoff  the hand-written hand-off: the DELETE and the next row's
+ *             claim in one statement (data-modifying WITH), one commit per
+ *             row, as handoff (a claim only when it returned nothing)
  *
  * burn: N jobs enqueued in one transaction, then CHECKPOINT, then WORKERS
  *   connections drain the queue (a worker stops when its claim returns
@@ -77,7 +80,7 @@ static const char *progname = "throughput";
 
 typedef enum
 {
-	M_SINGLE, M_HANDOFF, M_BATCH, M_SQL, M_SQLBATCH
+	M_SINGLE, M_HANDOFF, M_BATCH, M_SQL, M_SQLBATCH, M_SQLHANDOFF
 } Mode;
 
 static Mode mode;
@@ -174,6 +177,7 @@ prepare_worker(PGconn *c)
 			break;
 		case M_SQL:
 		case M_SQLBATCH:
+		case M_SQLHANDOFF:
 			/* the same work as aion_wake's claim: oldest visible row of the
 			 * topic, a fresh fence and lease token, SKIP LOCKED */
 			prepare(c, "claim",
@@ -186,6 +190,17 @@ prepare_worker(PGconn *c)
 					" RETURNING j.dispatch_key, j.lease_token");
 			prepare(c, "delete",
 					"DELETE FROM public.bench_jobs WHERE dispatch_key = $1 AND lease_token = $2");
+			prepare(c, "handoff",
+					"WITH d AS (DELETE FROM public.bench_jobs WHERE dispatch_key = $1 AND lease_token = $2"
+					" RETURNING 1),"
+					" c AS (SELECT dispatch_key FROM public.bench_jobs"
+					" WHERE topic = $3 AND visible_after <= clock_timestamp()"
+					" ORDER BY visible_after LIMIT 1 FOR UPDATE SKIP LOCKED),"
+					" u AS (UPDATE public.bench_jobs j SET visible_after = clock_timestamp() + $4::interval,"
+					" lease_token = nextval('public.bench_jobs_token_seq'), attempt = j.attempt + 1"
+					" FROM c WHERE j.dispatch_key = c.dispatch_key"
+					" RETURNING j.dispatch_key, j.lease_token)"
+					" SELECT u.dispatch_key, u.lease_token, (SELECT count(*) FROM d) FROM u");
 			prepare(c, "deletes",
 					"DELETE FROM public.bench_jobs j USING unnest($1::text[], $2::bigint[]) AS u(k, t)"
 					" WHERE j.dispatch_key = u.k AND j.lease_token = u.t");
@@ -345,6 +360,18 @@ do_settle(Worker *w, Rows *rw)
 			v[2] = LEASE;
 			w->stmts++;
 			r = exec_prep(w->conn, "handoff", 3, v, PGRES_TUPLES_OK);
+			settled(w, rw);
+			rows_set(rw, r);
+			return;
+		case M_SQLHANDOFF:
+			v[0] = rw->key[0];
+			v[1] = rw->tok[0];
+			v[2] = TOPIC;
+			v[3] = LEASE;
+			w->stmts++;
+			r = exec_prep(w->conn, "handoff", 4, v, PGRES_TUPLES_OK);
+			if (PQntuples(r) > 0 && strcmp(PQgetvalue(r, 0, 2), "1") != 0)
+				die("DELETE %s settled nothing", v[0]);
 			settled(w, rw);
 			rows_set(rw, r);
 			return;
@@ -780,6 +807,8 @@ parse_mode(const char *s)
 		return M_SQL;
 	if (strcmp(s, "sqlbatch") == 0)
 		return M_SQLBATCH;
+	if (strcmp(s, "sqlhandoff") == 0)
+		return M_SQLHANDOFF;
 	die("unknown mode %s", s);
 	return M_SQL;
 }
