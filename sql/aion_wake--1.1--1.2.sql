@@ -44,41 +44,6 @@ REVOKE ALL ON FUNCTION aion_wake.status_internal() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION aion_wake.status_internal() TO PUBLIC;
 GRANT SELECT ON aion_wake.status TO PUBLIC;
 
--- Per topic, from the table: the rows claimable now (counted up to
--- count_up_to) and how long the oldest of them has been claimable.  The
--- topics come from a skip scan of outbox_topic_visible_idx and each count
--- and age from one probe of it, so the cost grows with the topics, not
--- with the rows.  It runs with the caller's rights and reads only the
--- columns topic and visible_after: a monitoring role needs SELECT on those
--- two, never on the payloads (README, Monitoring).
-CREATE FUNCTION aion_wake.backlog(count_up_to int DEFAULT 1000,
-								  OUT topic text, OUT claimable bigint,
-								  OUT oldest_claimable_age interval)
-RETURNS SETOF record
-LANGUAGE sql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-WITH RECURSIVE t(topic) AS (
-	SELECT pg_catalog.min(o.topic) FROM aion_wake.outbox o
-  UNION ALL
-	SELECT (SELECT pg_catalog.min(o.topic) FROM aion_wake.outbox o
-			 WHERE o.topic OPERATOR(pg_catalog.>) t.topic)
-	  FROM t WHERE t.topic IS NOT NULL
-)
-SELECT t.topic,
-	   (SELECT pg_catalog.count(*) FROM
-		  (SELECT 1 FROM aion_wake.outbox o
-			WHERE o.topic OPERATOR(pg_catalog.=) t.topic
-			  AND o.visible_after OPERATOR(pg_catalog.<=) pg_catalog.now()
-			LIMIT count_up_to) c),
-	   pg_catalog.now() OPERATOR(pg_catalog.-)
-		 (SELECT pg_catalog.min(o.visible_after) FROM aion_wake.outbox o
-		   WHERE o.topic OPERATOR(pg_catalog.=) t.topic
-			 AND o.visible_after OPERATOR(pg_catalog.<=) pg_catalog.now())
-  FROM t
- WHERE t.topic IS NOT NULL
-$$;
-REVOKE ALL ON FUNCTION aion_wake.backlog(int) FROM PUBLIC;
 
 -- Batch settles: many leased rows settled in one statement, each with the
 -- token of its lease, with one error, back-off or reason for all of them.
@@ -241,6 +206,97 @@ CREATE TRIGGER settings_written AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
 	ON aion_wake.pauses FOR EACH STATEMENT
 	EXECUTE FUNCTION aion_wake.settings_written();
 
+-- Priorities ---------------------------------------------------------------
+
+-- A row's priority: the higher, the sooner it is claimed (then the oldest
+-- fence).  -100 to 100, 0 by default: a small range keeps the claim's
+-- walk over the priorities of a topic short (one index probe per distinct
+-- priority it passes), and a row can go below the default as well as
+-- above it.  Existing rows get the default (ADD COLUMN with a constant
+-- default rewrites nothing).  dead_letters keeps the priority a row had.
+ALTER TABLE aion_wake.outbox ADD COLUMN priority smallint NOT NULL DEFAULT 0
+	CONSTRAINT outbox_priority_range
+	CHECK (priority OPERATOR(pg_catalog.>=) -100
+		   AND priority OPERATOR(pg_catalog.<=) 100);
+ALTER TABLE aion_wake.dead_letters ADD COLUMN priority smallint NOT NULL DEFAULT 0;
+
+-- claims: per topic, the distinct priorities (walked from the highest),
+-- then in each the visible rows, oldest fence first.  priority DESC, so
+-- that the probe for a topic's highest priority reads the leaf page the
+-- claim's range scan reads next (that priority's oldest fences), not the
+-- far end of the topic, where every claim writes its new lease's entry.
+CREATE INDEX outbox_topic_priority_visible_idx
+	ON aion_wake.outbox (topic, priority DESC, visible_after);
+-- The claim scans each priority's rows by "topic = t AND priority = p AND
+-- visible_after <= now".  Analyzed while every row has one priority, the
+-- statistics say "priority = p" keeps every row, and a kept plan made then
+-- may scan (topic, visible_after) and filter the priority instead: once
+-- rows of other priorities come, it reads them all to find a few.  Telling
+-- the planner the column has many values keeps the scan on the index
+-- above (test/t/023_kept_plans.pl).
+ALTER TABLE aion_wake.outbox ALTER COLUMN priority SET (n_distinct = 100);
+
+-- The index of 1.0 on (topic, visible_after) goes: every statement that
+-- reads a topic's rows by fence walks the priorities of the index above
+-- (AW_TOPIC_PRIORITIES in include/aw_plans.h), and one index fewer is one
+-- index entry fewer for every enqueue, claim, park and re-offer to write.
+DROP INDEX aion_wake.outbox_topic_visible_idx;
+
+-- Per topic, from the table: the rows claimable now (counted up to
+-- count_up_to) and how long the oldest of them has been claimable.  The
+-- topics come from a skip scan of outbox_topic_priority_visible_idx, and
+-- each count and age from a walk down the topic's priorities, one probe
+-- each, and a range scan of each priority's visible rows (as claims walk
+-- them, src/claim.c), so the cost grows with the topics and their
+-- priorities, not with the rows.  It runs with the caller's rights and
+-- reads only the columns topic, priority and visible_after: a monitoring
+-- role needs SELECT on those three, never on the payloads (README,
+-- Monitoring).
+CREATE FUNCTION aion_wake.backlog(count_up_to int DEFAULT 1000,
+								  OUT topic text, OUT claimable bigint,
+								  OUT oldest_claimable_age interval)
+RETURNS SETOF record
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+WITH RECURSIVE t(topic) AS (
+	SELECT pg_catalog.min(o.topic) FROM aion_wake.outbox o
+  UNION ALL
+	SELECT (SELECT pg_catalog.min(o.topic) FROM aion_wake.outbox o
+			 WHERE o.topic OPERATOR(pg_catalog.>) t.topic)
+	  FROM t WHERE t.topic IS NOT NULL
+)
+SELECT t.topic, v.claimable, pg_catalog.now() OPERATOR(pg_catalog.-) v.oldest
+  FROM t,
+	   LATERAL (WITH RECURSIVE r(p) AS (
+				  SELECT (SELECT o.priority FROM aion_wake.outbox o
+						   WHERE o.topic OPERATOR(pg_catalog.=) t.topic
+						   ORDER BY o.priority DESC LIMIT 1)
+				UNION ALL
+				  SELECT (SELECT o.priority FROM aion_wake.outbox o
+						   WHERE o.topic OPERATOR(pg_catalog.=) t.topic
+							 AND o.priority OPERATOR(pg_catalog.<) r.p
+						   ORDER BY o.priority DESC LIMIT 1)
+					FROM r WHERE r.p IS NOT NULL)
+				SELECT (SELECT pg_catalog.count(*) FROM
+						  (SELECT 1 FROM r,
+								  LATERAL (SELECT 1 FROM aion_wake.outbox o
+											WHERE o.topic OPERATOR(pg_catalog.=) t.topic
+											  AND o.priority OPERATOR(pg_catalog.=) r.p
+											  AND o.visible_after OPERATOR(pg_catalog.<=) pg_catalog.now()
+											LIMIT count_up_to) x
+							LIMIT count_up_to) c) AS claimable,
+					   (SELECT pg_catalog.min(x.m) FROM r,
+							   LATERAL (SELECT pg_catalog.min(o.visible_after) AS m
+										  FROM aion_wake.outbox o
+										 WHERE o.topic OPERATOR(pg_catalog.=) t.topic
+										   AND o.priority OPERATOR(pg_catalog.=) r.p
+										   AND o.visible_after OPERATOR(pg_catalog.<=) pg_catalog.now()) x)
+						 AS oldest) v
+ WHERE t.topic IS NOT NULL
+$$;
+REVOKE ALL ON FUNCTION aion_wake.backlog(int) FROM PUBLIC;
+
 -- Monitoring
 
 -- Per topic, what shared memory knows: parks, the limit and its live
@@ -310,37 +366,6 @@ REVOKE ALL ON FUNCTION aion_wake.claim_histogram_internal() FROM PUBLIC;
 CREATE VIEW aion_wake.claim_histogram AS SELECT * FROM aion_wake.claim_histogram_internal();
 REVOKE ALL ON aion_wake.claim_histogram FROM PUBLIC;
 
--- Priorities ---------------------------------------------------------------
-
--- A row's priority: the higher, the sooner it is claimed (then the oldest
--- fence).  -100 to 100, 0 by default: a small range keeps the claim's
--- walk over the priorities of a topic short (one index probe per distinct
--- priority it passes), and a row can go below the default as well as
--- above it.  Existing rows get the default (ADD COLUMN with a constant
--- default rewrites nothing).  dead_letters keeps the priority a row had.
-ALTER TABLE aion_wake.outbox ADD COLUMN priority smallint NOT NULL DEFAULT 0
-	CONSTRAINT outbox_priority_range
-	CHECK (priority OPERATOR(pg_catalog.>=) -100
-		   AND priority OPERATOR(pg_catalog.<=) 100);
-ALTER TABLE aion_wake.dead_letters ADD COLUMN priority smallint NOT NULL DEFAULT 0;
-
--- claims: per topic, the distinct priorities (walked from the highest),
--- then in each the visible rows, oldest fence first.  priority DESC, so
--- that the probe for a topic's highest priority reads the leaf page the
--- claim's range scan reads next (that priority's oldest fences), not the
--- far end of the topic, where every claim writes its new lease's entry.
--- The index of 1.0 on (topic, visible_after) stays: the worker, backlog()
--- and the waiters' next-fence probes read it.
-CREATE INDEX outbox_topic_priority_visible_idx
-	ON aion_wake.outbox (topic, priority DESC, visible_after);
--- The claim scans each priority's rows by "topic = t AND priority = p AND
--- visible_after <= now".  Analyzed while every row has one priority, the
--- statistics say "priority = p" keeps every row, and a kept plan made then
--- may scan (topic, visible_after) and filter the priority instead: once
--- rows of other priorities come, it reads them all to find a few.  Telling
--- the planner the column has many values keeps the scan on the index
--- above (test/t/023_kept_plans.pl).
-ALTER TABLE aion_wake.outbox ALTER COLUMN priority SET (n_distinct = 100);
 
 -- enqueue gains priority, an int (an integer literal such as 5 does not
 -- convert to smallint implicitly, so priority => 5 would find no function),

@@ -79,7 +79,7 @@ SET ROLE mon_reader;
 SELECT err($$SELECT * FROM aion_wake.backlog()$$);
 RESET ROLE;
 GRANT EXECUTE ON FUNCTION aion_wake.backlog(int) TO mon_reader;
-GRANT SELECT (topic, visible_after) ON aion_wake.outbox TO mon_reader;
+GRANT SELECT (topic, priority, visible_after) ON aion_wake.outbox TO mon_reader;
 SET ROLE mon_reader;
 SELECT topic, claimable FROM aion_wake.backlog() WHERE topic LIKE 'mon%' ORDER BY topic;
 SELECT err($$SELECT payload FROM aion_wake.outbox$$);

@@ -55,7 +55,7 @@
  */
 #define AW_MISSING_LIMIT_RETRY_MS 250
 
-static SPIPlanPtr aw_next_fence_plan = NULL;
+static SPIPlanPtr aw_next_fence_plans[2];	/* before 1.2, from 1.2 */
 
 /* the topics this backend waits on, for its exit callback */
 static char aw_waiting_on[AW_WAIT_MAX_TOPICS][AW_TOPIC_MAXLEN + 1];
@@ -78,6 +78,7 @@ aw_ms_until_next_event(AwClaim *c, TimestampTz now)
 	Datum	   *names = palloc(sizeof(Datum) * c->ntopics);
 	Datum		args[2];
 	TimestampTz next = aw_limits_expire(now);
+	SPIPlanPtr	plan;
 	bool		isnull;
 	Datum		d;
 	int			i;
@@ -93,14 +94,26 @@ aw_ms_until_next_event(AwClaim *c, TimestampTz now)
 	args[0] = PointerGetDatum(construct_array(names, c->ntopics, TEXTOID, -1, false,
 											  TYPALIGN_INT));
 	args[1] = TimestampTzGetDatum(now);
-	(void) aw_plan_run(aw_plan_prepare(&aw_next_fence_plan,
-									   "SELECT pg_catalog.min(f.m) FROM pg_catalog.unnest($1) AS q(topic), "
-									   "  LATERAL (SELECT pg_catalog.min(visible_after) AS m "
-									   "             FROM aion_wake.outbox "
-									   "            WHERE topic OPERATOR(pg_catalog.=) q.topic "
-									   "              AND visible_after OPERATOR(pg_catalog.>) $2) f",
-									   2, types),
-					   args, NULL, SPI_OK_SELECT);
+	if (aw_schema_version() >= 12)
+		plan = aw_plan_prepare(&aw_next_fence_plans[1],
+							   "SELECT pg_catalog.min(f.m) FROM pg_catalog.unnest($1) AS q(topic), "
+							   "  LATERAL (" AW_TOPIC_PRIORITIES("q.topic")
+							   "           SELECT pg_catalog.min(x.m) AS m FROM r, "
+							   "             LATERAL (SELECT pg_catalog.min(o.visible_after) AS m "
+							   "                        FROM aion_wake.outbox o "
+							   "                       WHERE o.topic OPERATOR(pg_catalog.=) q.topic "
+							   "                         AND o.priority OPERATOR(pg_catalog.=) r.p "
+							   "                         AND o.visible_after OPERATOR(pg_catalog.>) $2) x) f",
+							   2, types);
+	else
+		plan = aw_plan_prepare(&aw_next_fence_plans[0],
+							   "SELECT pg_catalog.min(f.m) FROM pg_catalog.unnest($1) AS q(topic), "
+							   "  LATERAL (SELECT pg_catalog.min(visible_after) AS m "
+							   "             FROM aion_wake.outbox "
+							   "            WHERE topic OPERATOR(pg_catalog.=) q.topic "
+							   "              AND visible_after OPERATOR(pg_catalog.>) $2) f",
+							   2, types);
+	(void) aw_plan_run(plan, args, NULL, SPI_OK_SELECT);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (!isnull && (next == 0 || DatumGetTimestampTz(d) < next))
 		next = DatumGetTimestampTz(d);

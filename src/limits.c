@@ -86,7 +86,7 @@ PG_FUNCTION_INFO_V1(aw_set_limit);
 #define AW_TOPIC_LOCK_SUBID 0xA10E
 #define AW_LIMIT_WRITER_SUBID 0xA10F
 
-static SPIPlanPtr aw_live_leases_plan = NULL;
+static SPIPlanPtr aw_live_leases_plans[2];	/* before 1.2, from 1.2 */
 static SPIPlanPtr aw_limit_of_plan = NULL;
 
 /* the topics this transaction called set_limit() for (TopTransactionContext) */
@@ -223,20 +223,34 @@ aw_read_live_leases(const char *topic, int32 *n, bool raise)
 {
 	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
 	Datum		args[2];
+	SPIPlanPtr	plan;
 	AwLiveLease *leases;
 	uint64		i;
 
 	args[0] = CStringGetTextDatum(topic);
 	args[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-	(void) aw_plan_run_latest(aw_plan_prepare(&aw_live_leases_plan,
-											  "SELECT dispatch_key, lease_token, leased_until "
-											  "  FROM aion_wake.outbox "
-											  " WHERE topic OPERATOR(pg_catalog.=) $1 "
-											  "   AND visible_after OPERATOR(pg_catalog.>) $2 "
-											  "   AND leased_until OPERATOR(pg_catalog.>) $2 "
-											  "   AND lease_token IS NOT NULL",
-											  2, types),
-							  args, NULL, SPI_OK_SELECT);
+	if (aw_schema_version() >= 12)
+		plan = aw_plan_prepare(&aw_live_leases_plans[1],
+							   AW_TOPIC_PRIORITIES("$1")
+							   "SELECT x.* FROM r, "
+							   "  LATERAL (SELECT o.dispatch_key, o.lease_token, o.leased_until "
+							   "             FROM aion_wake.outbox o "
+							   "            WHERE o.topic OPERATOR(pg_catalog.=) $1 "
+							   "              AND o.priority OPERATOR(pg_catalog.=) r.p "
+							   "              AND o.visible_after OPERATOR(pg_catalog.>) $2 "
+							   "              AND o.leased_until OPERATOR(pg_catalog.>) $2 "
+							   "              AND o.lease_token IS NOT NULL OFFSET 0) x",
+							   2, types);
+	else
+		plan = aw_plan_prepare(&aw_live_leases_plans[0],
+							   "SELECT dispatch_key, lease_token, leased_until "
+							   "  FROM aion_wake.outbox "
+							   " WHERE topic OPERATOR(pg_catalog.=) $1 "
+							   "   AND visible_after OPERATOR(pg_catalog.>) $2 "
+							   "   AND leased_until OPERATOR(pg_catalog.>) $2 "
+							   "   AND lease_token IS NOT NULL",
+							   2, types);
+	(void) aw_plan_run_latest(plan, args, NULL, SPI_OK_SELECT);
 	if (SPI_processed > (uint64) aw_max_leases)
 	{
 		if (!raise)

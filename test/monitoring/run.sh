@@ -103,7 +103,7 @@ q "CREATE ROLE aion_wake_exporter LOGIN;
    GRANT SELECT ON aion_wake.topics TO aion_wake_exporter;
    GRANT EXECUTE ON FUNCTION aion_wake.topics_internal() TO aion_wake_exporter;
    GRANT EXECUTE ON FUNCTION aion_wake.backlog(int) TO aion_wake_exporter;
-   GRANT SELECT (topic, visible_after) ON aion_wake.outbox TO aion_wake_exporter;
+   GRANT SELECT (topic, priority, visible_after) ON aion_wake.outbox TO aion_wake_exporter;
    GRANT SELECT ON aion_wake.topic_health, aion_wake.claim_histogram TO aion_wake_exporter;
    GRANT EXECUTE ON FUNCTION aion_wake.topic_health(int), aion_wake.topic_health_internal(),
      aion_wake.claim_histogram_internal() TO aion_wake_exporter"

@@ -122,7 +122,8 @@ my $log = slurp_file($node->logfile, $offset);
 my @plans = grep { /leased_until OPERATOR\(pg_catalog\.>\)/ && /Index/ }
   split /LOG:  duration: /, $log;
 ok(scalar(@plans) > 0, '(c) the plan of the live-lease count is logged');
-ok((grep { /Index Cond: \(\(topic = \$1\) AND \(visible_after > \$2\)\)/ } @plans) == @plans,
+# (a range of fences per priority of the topic: AW_TOPIC_PRIORITIES)
+ok((grep { /Index Cond: \(\(topic = \$1\) AND \(priority = r\.p\) AND \(visible_after > \$2\)\)/ } @plans) == @plans,
 	'(c) every live-lease count is bounded by visible_after in its index condition')
   or diag(join("\n----\n", @plans));
 
