@@ -217,15 +217,15 @@ AW_CLAIM_BY_PRIORITY("o.topic, o.priority, o.visible_after, o.dispatch_key", "",
  * oldest fence, which takes its rows in the same order as the walk.  It
  * is right for any rows; the walk is there for speed only: with rows of
  * higher priorities whose fences are ahead, this scan would read all of
- * them.  Without the walk, the topics' list and the final sort of the
- * rows taken, its plan has a third of the nodes, and it makes one index
- * descent where the walk makes two.  The parameters are the claim's: it
- * locks the topic's first LEAST($2[1], $4) rows nobody holds and leases
- * them all.
+ * them.  Without the walk, the topics' list and the join of the rows
+ * locked to the rows leased, its plan has half the nodes, and it makes one
+ * index descent where the walk makes two.  The parameters are the
+ * claim's: it locks the topic's first LEAST($2[1], $4) rows nobody holds
+ * and leases them all (so none comes back flagged as locked, not leased).
  */
 static const char aw_claim_one_sql[] =
-"WITH c AS (SELECT o.dispatch_key, o.topic, o.priority, o.visible_after AS old_fence, "
-"                  o.parked_at IS NOT NULL AS was_parked "
+"WITH c AS (SELECT o.ctid AS tid, o.dispatch_key, o.topic, o.priority, "
+"                  o.visible_after AS old_fence, o.parked_at IS NOT NULL AS was_parked "
 "             FROM aion_wake.outbox o "
 "            WHERE o.topic OPERATOR(pg_catalog.=) ($1)[1] "
 "              AND o.visible_after OPERATOR(pg_catalog.<=) $3 "
@@ -235,8 +235,7 @@ static const char aw_claim_one_sql[] =
 "         SET visible_after = $5, parked_at = NULL, leased_until = $5, "
 "             lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass) "
 "        FROM c "
-"       WHERE o.dispatch_key OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.dispatch_key FROM c)) "
-"         AND o.dispatch_key OPERATOR(pg_catalog.=) c.dispatch_key "
+"       WHERE o.ctid OPERATOR(pg_catalog.=) c.tid "
 "   RETURNING o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
 "             o.enqueued_at, o.last_error, o.lease_token, o.parked_at, o.leased_until, "
 "             o.priority, c.old_fence, c.was_parked, c.topic, true) "

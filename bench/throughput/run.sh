@@ -177,7 +177,8 @@ load=$(bench_load_since "$loadmark")
 # field FIELD < lines: the value of FIELD=... on each line
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-burnstat() { grep "mode=$1 phase=burn " "$raw" | grep -v skip= | field "$2" | median; }
+# (a mode not run gives "-")
+burnstat() { { grep "mode=$1 phase=burn " "$raw" || true; } | { grep -v skip= || true; } | field "$2" | median; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 label() {
 	case $1 in

@@ -27,7 +27,13 @@
  *             unnest(keys, tokens): two commits per batch
  *   sqlhandoff  the hand-written hand-off: the DELETE and the next row's
  *             claim in one statement (data-modifying WITH), one commit per
- *             row, as handoff (a claim only when it returned nothing)
+ *             row, as handoff (a claim only when it returned nothing).  The
+ *             claim reads the DELETE's count, so that the DELETE runs
+ *             first: a WITH nobody reads runs last, after the claim's
+ *             locks, and at 16 workers two such statements deadlocked (a
+ *             claim that rechecks a row another worker just leased keeps
+ *             its lock; that worker's DELETE then waits, while it holds
+ *             the lock the first one's DELETE waits for).
  *
  * burn: N jobs enqueued in one transaction, then CHECKPOINT, then WORKERS
  *   connections drain the queue (a worker stops when its claim returns
@@ -195,6 +201,7 @@ prepare_worker(PGconn *c)
 					" RETURNING 1),"
 					" c AS (SELECT dispatch_key FROM public.bench_jobs"
 					" WHERE topic = $3 AND visible_after <= clock_timestamp()"
+					" AND (SELECT count(*) FROM d) IS NOT NULL"
 					" ORDER BY visible_after LIMIT 1 FOR UPDATE SKIP LOCKED),"
 					" u AS (UPDATE public.bench_jobs j SET visible_after = clock_timestamp() + $4::interval,"
 					" lease_token = nextval('public.bench_jobs_token_seq'), attempt = j.attempt + 1"
