@@ -82,7 +82,7 @@ extern AwWake aw_set_finish_round(AwRound *b);
 extern AwWake aw_set_undo_take(AwRound *b);
 extern List *aw_set_work_topics(void);
 extern bool aw_set_has_work(void);
-extern bool aw_set_topic_has_work(const char *topic);
+extern bool aw_set_topic_has_work(const char *topic, bool own_slots);
 extern TimestampTz aw_set_next_retry(void);
 
 /* the spender of a topic's slots */

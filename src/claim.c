@@ -217,11 +217,15 @@ AW_CLAIM_BY_PRIORITY("o.topic, o.priority, o.visible_after, o.dispatch_key", "",
  * oldest fence, which takes its rows in the same order as the walk.  It
  * is right for any rows; the walk is there for speed only: with rows of
  * higher priorities whose fences are ahead, this scan would read all of
- * them.  Without the walk, the topics' list and the join of the rows
- * locked to the rows leased, its plan has half the nodes, and it makes one
- * index descent where the walk makes two.  The parameters are the
+ * them.  Without the walk and the topics' list, its plan has half the
+ * nodes, and it makes one index descent where the walk makes two.  The parameters are the
  * claim's: it locks the topic's first LEAST($2[1], $4) rows nobody holds
- * and leases them all (so none comes back flagged as locked, not leased).
+ * and leases them, each updated by the ctid of the version it locked (a
+ * TID scan, no second probe of outbox_pkey).  A version committed after
+ * the statement's snapshot (the lock followed an update, a re-offer say,
+ * and the row is still visible) is not seen by the UPDATE: that row comes
+ * back flagged as locked and not leased, as in aw_claim_prio_sql, so that
+ * the claim wakes a claimer for it when its transaction ends.
  */
 static const char aw_claim_one_sql[] =
 "WITH c AS (SELECT o.ctid AS tid, o.dispatch_key, o.topic, o.priority, "
@@ -238,8 +242,10 @@ static const char aw_claim_one_sql[] =
 "       WHERE o.ctid OPERATOR(pg_catalog.=) c.tid "
 "   RETURNING o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
 "             o.enqueued_at, o.last_error, o.lease_token, o.parked_at, o.leased_until, "
-"             o.priority, c.old_fence, c.was_parked, c.topic, true) "
-"SELECT * FROM u ORDER BY u.priority DESC, u.old_fence, u.dispatch_key";
+"             o.priority) "
+"SELECT u.*, c.old_fence, c.was_parked, c.topic, u.dispatch_key IS NOT NULL "
+"  FROM c LEFT JOIN u ON u.dispatch_key OPERATOR(pg_catalog.=) c.dispatch_key "
+" ORDER BY u.dispatch_key IS NULL, c.priority DESC, c.old_fence, c.dispatch_key";
 
 static SPIPlanPtr aw_claim_one_plan;
 
@@ -603,7 +609,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	{
 		AwClaimTopic *t = &c->topics[i];
 		if ((spend & (UINT64CONST(1) << i)) == 0 || t->allow <= 0 ||
-			(t->own_slots == 0 && !aw_set_topic_has_work(t->name)))
+			!aw_set_topic_has_work(t->name, t->own_slots > 0))
 			continue;
 		aw_claim_spend(c, i, (int) Min((uint64) t->allow, c->max_rows - c->claimed));
 	}

@@ -265,17 +265,23 @@ aw_set_has_work(void)
 }
 
 /*
- * Are slots or due entries of a topic of this database waiting to be spent?
+ * Would a claiming round of a topic of this database take anything: are
+ * due entries waiting, and slots (the topic's, or with own_slots the
+ * caller's, which a round spends on confirmed parks only) with something
+ * to spend them on?  Under the lock held shared, so that a hand-off of a
+ * topic without parks, the common case, never takes it exclusively.
  */
 bool
-aw_set_topic_has_work(const char *topic)
+aw_set_topic_has_work(const char *topic, bool own_slots)
 {
 	AwTopic    *t;
 	bool		work;
 
 	LWLockAcquire(aw_shared->lock, LW_SHARED);
 	t = aw_topic_find(MyDatabaseId, topic, false);
-	work = (t != NULL && (t->slots > 0 || !dlist_is_empty(&t->due)));
+	work = (t != NULL &&
+			(!dlist_is_empty(&t->due) ||
+			 (own_slots ? !dlist_is_empty(&t->confirmed[AW_KIND_FENCED]) : t->slots > 0)));
 	LWLockRelease(aw_shared->lock);
 	return work;
 }
