@@ -225,19 +225,27 @@ aw_monitor_add(const char *topic, const AwTopicCounts *add)
 }
 
 /*
- * What is known of the priorities of a topic's rows.  A topic the table
- * does not hold is AW_PRIORITIES_UNKNOWN.
+ * What is known of the priorities of a topic's rows; the topic's entry is
+ * made if it has none.  A topic the full table cannot hold is taken to
+ * have several, so that its claims walk without looking at the table
+ * first, every time.
  */
 AwPriorities
 aw_monitor_priorities(const char *topic)
 {
 	AwCountsEntry *e;
-	AwPriorities p = AW_PRIORITIES_UNKNOWN;
+	AwPriorities p = AW_PRIORITIES_SEVERAL;
 
 	if (aw_monitor == NULL)
 		return p;
 	LWLockAcquire(aw_monitor->lock, LW_SHARED);
 	e = aw_counts_entry(topic, false);
+	if (e == NULL)
+	{
+		LWLockRelease(aw_monitor->lock);
+		LWLockAcquire(aw_monitor->lock, LW_EXCLUSIVE);
+		e = aw_counts_entry(topic, true);
+	}
 	if (e != NULL)
 		p = (AwPriorities) pg_atomic_read_u32(&e->priorities);
 	LWLockRelease(aw_monitor->lock);
@@ -249,7 +257,7 @@ aw_monitor_priorities(const char *topic)
  * is final (until restart); AW_PRIORITIES_ZERO replaces only "unknown", so
  * that a look at the table made before a row of another priority came
  * never hides it once that row's enqueue has said so.  Never raises: a
- * topic the full table cannot hold stays unknown.
+ * topic the full table cannot hold is not recorded.
  */
 void
 aw_monitor_set_priorities(const char *topic, AwPriorities p)
