@@ -57,21 +57,11 @@ typedef struct AwTopicCountsRow
 	AwTopicCounts counts;
 } AwTopicCountsRow;
 
-/* what a topic's rows are known to hold (claim.c) */
-typedef enum AwPriorities
-{
-	AW_PRIORITIES_UNKNOWN = 0,	/* not looked at since start */
-	AW_PRIORITIES_ZERO,			/* priority 0 only, when looked at */
-	AW_PRIORITIES_SEVERAL		/* a row of another priority was seen */
-} AwPriorities;
-
 extern Size aw_monitor_shmem_size(void);
 extern void aw_monitor_shmem_init(void);
 
 extern void aw_monitor_observe(AwHistogram h, int64 us);
 extern void aw_monitor_add(const char *topic, const AwTopicCounts *add);
-extern AwPriorities aw_monitor_priorities(const char *topic);
-extern void aw_monitor_set_priorities(const char *topic, AwPriorities p);
 extern void aw_monitor_lost_wake(const char *topic, int64 delay_us);
 
 extern void aw_monitor_copy_histogram(AwHistogram h, AwHistogramCopy *out);

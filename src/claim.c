@@ -137,12 +137,11 @@ static const char aw_claim_shares_sql[] =
  * in the walk's order: y depends on r (LATERAL), so the join is a nested
  * loop with r outer, and r yields the priorities as the recursion finds
  * them, highest first; and only the rows the LIMIT takes are locked.  The
- * statements sort what they took again where topics meet.  The range
- * scan of a priority could also be (topic, visible_after) with the
- * priority filtered, which a kept plan made while every row had one
- * priority might choose (the statistics would say "priority = r.p" keeps
- * every row); the column's n_distinct is set (aion_wake--1.1--1.2.sql) so
- * that it does not.  The walk
+ * statements sort what they took again where topics meet.  (While 1.0's
+ * index on (topic, visible_after) was there, the range scan of a priority
+ * could also be a scan of it with the priority filtered, which a kept plan
+ * made while every row had one priority chose; the column's n_distinct is
+ * set and that index dropped, aion_wake--1.1--1.2.sql.)  The walk
  * starts below q.below (a claim of several topics passes there the
  * priorities it is done with, aw_claim_once); stop may end it early.
  * cols are the columns taken of each row, lock its locking clause.
@@ -210,90 +209,14 @@ AW_CLAIM_BY_PRIORITY("o.topic, o.priority, o.visible_after, o.dispatch_key", "",
 "         ORDER BY x.priority DESC, x.visible_after, x.dispatch_key LIMIT $4) k "
 " GROUP BY k.topic";
 
-/*
- * aw_claim_prio_sql for one topic whose rows all have priority 0, as far
- * as anyone has seen (aw_claim_one_priority): one range scan of
- * (topic, priority DESC, visible_after), highest priority first, then
- * oldest fence, which takes its rows in the same order as the walk.  It
- * is right for any rows; the walk is there for speed only: with rows of
- * higher priorities whose fences are ahead, this scan would read all of
- * them.  Without the walk and the topics' list, its plan has half the
- * nodes, and it makes one index descent where the walk makes two.  The parameters are the
- * claim's: it locks the topic's first LEAST($2[1], $4) rows nobody holds
- * and leases them, each updated by the ctid of the version it locked (a
- * TID scan, no second probe of outbox_pkey).  A version committed after
- * the statement's snapshot (the lock followed an update, a re-offer say,
- * and the row is still visible) is not seen by the UPDATE: that row comes
- * back flagged as locked and not leased, as in aw_claim_prio_sql, so that
- * the claim wakes a claimer for it when its transaction ends.
- */
-static const char aw_claim_one_sql[] =
-"WITH c AS (SELECT o.ctid AS tid, o.dispatch_key, o.topic, o.priority, "
-"                  o.visible_after AS old_fence, o.parked_at IS NOT NULL AS was_parked "
-"             FROM aion_wake.outbox o "
-"            WHERE o.topic OPERATOR(pg_catalog.=) ($1)[1] "
-"              AND o.visible_after OPERATOR(pg_catalog.<=) $3 "
-"            ORDER BY o.priority DESC, o.visible_after "
-"            LIMIT LEAST(($2)[1], $4) FOR UPDATE OF o SKIP LOCKED), "
-"u AS (UPDATE aion_wake.outbox o "
-"         SET visible_after = $5, parked_at = NULL, leased_until = $5, "
-"             lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass) "
-"        FROM c "
-"       WHERE o.ctid OPERATOR(pg_catalog.=) c.tid "
-"   RETURNING o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
-"             o.enqueued_at, o.last_error, o.lease_token, o.parked_at, o.leased_until, "
-"             o.priority) "
-"SELECT u.*, c.old_fence, c.was_parked, c.topic, u.dispatch_key IS NOT NULL "
-"  FROM c LEFT JOIN u ON u.dispatch_key OPERATOR(pg_catalog.=) c.dispatch_key "
-" ORDER BY u.dispatch_key IS NULL, c.priority DESC, c.old_fence, c.dispatch_key";
-
-static SPIPlanPtr aw_claim_one_plan;
-
-/*
- * The topic's rows of priority 0 only, as far as this server has seen
- * since start (monitor.c keeps what it learned): the first claim of a
- * topic looks at the table, two index probes; an enqueue of another
- * priority and a claim that took a row of one say so at once.  Rows of
- * another priority written by a plain INSERT are seen when a claim takes
- * one; until then this topic's claims scan the rows of higher priorities
- * whose fences are ahead, and take the same rows.
- */
-static bool
-aw_claim_one_priority(const char *topic)
-{
-	static SPIPlanPtr plan = NULL;
-	static const Oid types[1] = {TEXTOID};
-	AwPriorities p = aw_monitor_priorities(topic);
-	Datum		arg;
-	bool		isnull;
-
-	if (p != AW_PRIORITIES_UNKNOWN)
-		return p == AW_PRIORITIES_ZERO;
-	arg = CStringGetTextDatum(topic);
-	(void) aw_plan_run(aw_plan_prepare(&plan,
-									   "SELECT COALESCE((SELECT o.priority FROM aion_wake.outbox o "
-									   "   WHERE o.topic OPERATOR(pg_catalog.=) $1 "
-									   "   ORDER BY o.priority DESC LIMIT 1), 0) OPERATOR(pg_catalog.=) 0 "
-									   "   AND COALESCE((SELECT o.priority FROM aion_wake.outbox o "
-									   "   WHERE o.topic OPERATOR(pg_catalog.=) $1 "
-									   "   ORDER BY o.priority LIMIT 1), 0) OPERATOR(pg_catalog.=) 0",
-									   1, types),
-					   &arg, NULL, SPI_OK_SELECT);
-	p = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))
-		? AW_PRIORITIES_ZERO : AW_PRIORITIES_SEVERAL;
-	aw_monitor_set_priorities(topic, p);
-	return false;				/* this once, the walk */
-}
-
 static SPIPlanPtr aw_claim_shares_plans[2];	/* before 1.2, from 1.2 */
 
 /* The kept claim statement for schema version v (aw_schema_version). */
-static const Oid aw_claim_types[7] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID,
-INT4OID, TIMESTAMPTZOID, INT4ARRAYOID, INT4ARRAYOID};
-
 static SPIPlanPtr
 aw_claim_plan(int version)
 {
+	static const Oid types[7] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID,
+	INT4OID, TIMESTAMPTZOID, INT4ARRAYOID, INT4ARRAYOID};
 	int			v = version >= 12 ? 2 : version >= 11 ? 1 : 0;
 
 	if (aw_claim_plans[v] == NULL)
@@ -306,7 +229,7 @@ aw_claim_plan(int version)
 			sql = psprintf(aw_claim_sql,
 						   v ? ", leased_until = $5" : "",
 						   v ? ", o.leased_until" : "");
-		(void) aw_plan_prepare(&aw_claim_plans[v], sql, v == 2 ? 7 : 5, aw_claim_types);
+		(void) aw_plan_prepare(&aw_claim_plans[v], sql, v == 2 ? 7 : 5, types);
 		pfree(sql);
 	}
 	return aw_claim_plans[v];
@@ -650,8 +573,6 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		int32		shared = 0;
 		bool		multi;
 		bool		short_topic = false;
-		int			one = 0;	/* with one topic, which */
-		bool		fast;		/* aw_claim_one_sql */
 
 		nq = 0;
 		for (i = 0; i < c->ntopics; i++)
@@ -661,7 +582,6 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 			if (c->topics[i].allow - c->topics[i].got <= 0 || exhausted[i] ||
 				pbelow[i] <= AW_PRIORITY_MIN)
 				continue;
-			one = i;
 			names[nq] = CStringGetTextDatum(c->topics[i].name);
 			allows[nq] = Int32GetDatum(c->topics[i].allow - c->topics[i].got);
 			belows[nq] = Int32GetDatum(pbelow[i]);
@@ -716,14 +636,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		for (i = 0; i < c->ntopics; i++)
 			c->topics[i].got_before = c->topics[i].got;
 
-		fast = !multi && rounds == 0 && version >= 12 &&
-			aw_claim_one_priority(c->topics[one].name);
-		if (fast)
-			n = aw_plan_run(aw_plan_prepare(&aw_claim_one_plan, aw_claim_one_sql, 7,
-											aw_claim_types),
-							args, NULL, SPI_OK_SELECT);
-		else
-			n = aw_plan_run(aw_claim_plan(version), args, NULL, SPI_OK_SELECT);
+		n = aw_plan_run(aw_claim_plan(version), args, NULL, SPI_OK_SELECT);
 		for (r = 0; r < n; r++)
 		{
 			HeapTuple	tup = SPI_tuptable->vals[r];
@@ -743,13 +656,6 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 			for (a = 0; a < c->natts; a++)
 				values[a] = SPI_getbinval(tup, desc, a + 1, &nulls[a]);
 			aw_claim_take_row(c, t, values, nulls);
-
-			/* a row of another priority: the topic's claims walk from now on */
-			if (fast && DatumGetInt16(SPI_getbinval(tup, desc, 11, &isnull)) != 0)
-			{
-				aw_monitor_set_priorities(t->name, AW_PRIORITIES_SEVERAL);
-				fast = false;
-			}
 
 			/* monitoring: how long the row was claimable; the detector's fence */
 			{

@@ -19,10 +19,6 @@
  *	  new topic is not counted (its row in topic_health shows zeros).
  *	  Topics are never removed: the counters run from server start.
  *
- *	  The table also remembers, per topic, whether rows of a priority other
- *	  than 0 were seen (AwPriorities): a claim of one topic whose rows all
- *	  have priority 0 needs no walk down the priorities (claim.c).
- *
  *	  The histograms are cluster-wide arrays of atomic bucket counts with
  *	  fixed bounds, read without a lock (a reader may see an observation in
  *	  a bucket and not yet in the count: the views take the count as the
@@ -93,7 +89,6 @@ typedef struct AwCountsEntry
 	pg_atomic_uint64 wakes_found;
 	pg_atomic_uint64 timeouts;
 	pg_atomic_uint64 lost_wakes;
-	pg_atomic_uint32 priorities;	/* AwPriorities */
 } AwCountsEntry;
 
 static AwMonitorShared *aw_monitor = NULL;
@@ -168,48 +163,24 @@ aw_counts_add(AwCountsEntry *e, const AwTopicCounts *add)
 }
 
 /*
- * The entry of a topic of this database, or NULL; with enter (the lock
- * held exclusively), made if missing and the table has room.
- */
-static AwCountsEntry *
-aw_counts_entry(const char *topic, bool enter)
-{
-	AwCountsKey key;
-	AwCountsEntry *e;
-	bool		found;
-
-	memset(&key, 0, sizeof(key));
-	key.dbid = MyDatabaseId;
-	strlcpy(key.name, topic, sizeof(key.name));
-	if (!enter)
-		return (AwCountsEntry *) hash_search(aw_counts, &key, HASH_FIND, NULL);
-	e = (AwCountsEntry *) hash_search(aw_counts, &key, HASH_ENTER_NULL, &found);
-	if (e != NULL && !found)
-	{
-		pg_atomic_init_u64(&e->claims, 0);
-		pg_atomic_init_u64(&e->rows, 0);
-		pg_atomic_init_u64(&e->wakes, 0);
-		pg_atomic_init_u64(&e->wakes_found, 0);
-		pg_atomic_init_u64(&e->timeouts, 0);
-		pg_atomic_init_u64(&e->lost_wakes, 0);
-		pg_atomic_init_u32(&e->priorities, AW_PRIORITIES_UNKNOWN);
-	}
-	return e;
-}
-
-/*
  * Add one claim's counts to a topic of this database.  Never raises: a
  * topic the full table cannot hold is not counted.
  */
 void
 aw_monitor_add(const char *topic, const AwTopicCounts *add)
 {
+	AwCountsKey key;
 	AwCountsEntry *e;
+	bool		found;
 
 	if (aw_monitor == NULL)
 		return;
+	memset(&key, 0, sizeof(key));
+	key.dbid = MyDatabaseId;
+	strlcpy(key.name, topic, sizeof(key.name));
+
 	LWLockAcquire(aw_monitor->lock, LW_SHARED);
-	e = aw_counts_entry(topic, false);
+	e = (AwCountsEntry *) hash_search(aw_counts, &key, HASH_FIND, NULL);
 	if (e != NULL)
 		aw_counts_add(e, add);
 	LWLockRelease(aw_monitor->lock);
@@ -218,72 +189,19 @@ aw_monitor_add(const char *topic, const AwTopicCounts *add)
 
 	/* the topic's first count */
 	LWLockAcquire(aw_monitor->lock, LW_EXCLUSIVE);
-	e = aw_counts_entry(topic, true);
-	if (e != NULL)
-		aw_counts_add(e, add);
-	LWLockRelease(aw_monitor->lock);
-}
-
-/*
- * What is known of the priorities of a topic's rows; the topic's entry is
- * made if it has none.  A topic the full table cannot hold is taken to
- * have several, so that its claims walk without looking at the table
- * first, every time.
- */
-AwPriorities
-aw_monitor_priorities(const char *topic)
-{
-	AwCountsEntry *e;
-	AwPriorities p = AW_PRIORITIES_SEVERAL;
-
-	if (aw_monitor == NULL)
-		return p;
-	LWLockAcquire(aw_monitor->lock, LW_SHARED);
-	e = aw_counts_entry(topic, false);
-	if (e == NULL)
-	{
-		LWLockRelease(aw_monitor->lock);
-		LWLockAcquire(aw_monitor->lock, LW_EXCLUSIVE);
-		e = aw_counts_entry(topic, true);
-	}
-	if (e != NULL)
-		p = (AwPriorities) pg_atomic_read_u32(&e->priorities);
-	LWLockRelease(aw_monitor->lock);
-	return p;
-}
-
-/*
- * Record what was learned of a topic's priorities.  AW_PRIORITIES_SEVERAL
- * is final (until restart); AW_PRIORITIES_ZERO replaces only "unknown", so
- * that a look at the table made before a row of another priority came
- * never hides it once that row's enqueue has said so.  Never raises: a
- * topic the full table cannot hold is not recorded.
- */
-void
-aw_monitor_set_priorities(const char *topic, AwPriorities p)
-{
-	AwCountsEntry *e;
-
-	if (aw_monitor == NULL)
-		return;
-	LWLockAcquire(aw_monitor->lock, LW_SHARED);
-	e = aw_counts_entry(topic, false);
-	if (e == NULL)
-	{
-		LWLockRelease(aw_monitor->lock);
-		LWLockAcquire(aw_monitor->lock, LW_EXCLUSIVE);
-		e = aw_counts_entry(topic, true);
-	}
+	e = (AwCountsEntry *) hash_search(aw_counts, &key, HASH_ENTER_NULL, &found);
 	if (e != NULL)
 	{
-		if (p == AW_PRIORITIES_SEVERAL)
-			pg_atomic_write_u32(&e->priorities, (uint32) p);
-		else
+		if (!found)
 		{
-			uint32		expected = AW_PRIORITIES_UNKNOWN;
-
-			(void) pg_atomic_compare_exchange_u32(&e->priorities, &expected, (uint32) p);
+			pg_atomic_init_u64(&e->claims, 0);
+			pg_atomic_init_u64(&e->rows, 0);
+			pg_atomic_init_u64(&e->wakes, 0);
+			pg_atomic_init_u64(&e->wakes_found, 0);
+			pg_atomic_init_u64(&e->timeouts, 0);
+			pg_atomic_init_u64(&e->lost_wakes, 0);
 		}
+		aw_counts_add(e, add);
 	}
 	LWLockRelease(aw_monitor->lock);
 }

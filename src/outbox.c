@@ -38,7 +38,6 @@
 #include "aw_args.h"
 #include "aw_claim.h"
 #include "aw_limits.h"
-#include "aw_monitor.h"
 #include "aw_plans.h"
 #include "aw_pulse_parse.h"
 #include "aw_reoffer.h"
@@ -78,8 +77,9 @@ static SPIPlanPtr aw_plans[AW_NUM_STMTS][3];	/* by schema: 1.0, 1.1, 1.2 */
  * has no leased_until); a statement that the 1.2 schema changes beyond
  * that (priority) has its 1.2 form whole in v12, or, if its "%1$s" is
  * 1.1's, what 1.2 adds at "%2$s" to "%4$s" in v12_adds.  The lease_token
- * match is "$n IS NULL OR lease_token = $n": a NULL token means any lease.  Every settle returns
- * the row's topic, its lease token and its fence before the call.
+ * match is "$n IS NULL OR lease_token = $n": a NULL token means any
+ * lease.  Every settle returns the row's topic, its lease token and its
+ * fence before the call.
  */
 static SPIPlanPtr
 aw_stmt(AwStmt stmt)
@@ -232,10 +232,6 @@ aw_enqueue(PG_FUNCTION_ARGS)
 					 errdetail("The value given was %d.", priority)));
 	}
 	now = GetCurrentTimestamp();
-
-	/* claims of the topic walk its priorities from now on (claim.c) */
-	if (priority != 0)
-		aw_monitor_set_priorities(topic, AW_PRIORITIES_SEVERAL);
 
 	args[0] = CStringGetTextDatum(key);
 	args[1] = CStringGetTextDatum(topic);

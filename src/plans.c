@@ -14,12 +14,7 @@
  *	  sequential and bitmap scans disabled: the planner hook below recognises
  *	  them by a comment that aw_plan_prepare puts at the head of their text,
  *	  and plans them (first, and again after any invalidation) with
- *	  enable_seqscan and enable_bitmapscan off, and with enable_sort off: a
- *	  claim of one priority asks for a topic's rows in the order of an
- *	  index, and a plan made on three rows may as well sort them -- that is,
- *	  read every visible row of the topic to lease one.  (A sort that no
- *	  index can replace, of a statement's own few rows, is still made.)
- *	  The statements themselves
+ *	  enable_seqscan and enable_bitmapscan off.  The statements themselves
  *	  are written so that every access to the outbox has an index condition
  *	  (a key, "= ANY" of keys, a topic, a LATERAL lookup per key) and no
  *	  subquery can be turned into a hashed scan of the whole table; the
@@ -72,7 +67,6 @@ aw_planner(AW_PLANNER_HOOK_PARAMS)
 	PlannedStmt *result;
 	bool		save_seqscan = enable_seqscan;
 	bool		save_bitmapscan = enable_bitmapscan;
-	bool		save_sort = enable_sort;
 	bool		save_jit = jit_enabled;
 	bool		ours = (query_string != NULL &&
 						strncmp(query_string, AW_PLAN_TAG, strlen(AW_PLAN_TAG)) == 0);
@@ -81,7 +75,6 @@ aw_planner(AW_PLANNER_HOOK_PARAMS)
 	{
 		enable_seqscan = false;
 		enable_bitmapscan = false;
-		enable_sort = false;
 		jit_enabled = false;
 	}
 	PG_TRY();
@@ -95,7 +88,6 @@ aw_planner(AW_PLANNER_HOOK_PARAMS)
 	{
 		enable_seqscan = save_seqscan;
 		enable_bitmapscan = save_bitmapscan;
-		enable_sort = save_sort;
 		jit_enabled = save_jit;
 	}
 	PG_END_TRY();

@@ -29,10 +29,6 @@
 # table to 20,000 rows without analyzing it, and reads the plans that
 # auto_explain logs for the nested statements: none may scan
 # aion_wake.outbox other than by index.
-#
-# A claim of one topic whose rows all have priority 0 makes no walk (one
-# range scan in the claim's order); the end of the file checks when a
-# topic's claims walk and when they do not.
 
 use strict;
 use warnings;
@@ -172,21 +168,11 @@ for my $what (
 	'SELECT pg_catalog.min\(x.m\) FROM r,',
 	'DELETE FROM aion_wake.outbox o USING ROWS FROM',
 	'WITH b AS \(SELECT o.dispatch_key, q.t, o.visible_after FROM ROWS FROM',
-	'LATERAL \(WITH RECURSIVE r\(p\) AS',
-	'ORDER BY o.priority DESC, o.visible_after')
+	'LATERAL \(WITH RECURSIVE r\(p\) AS')
 {
 	(my $re = $what) =~ s/ /\\s+/g;
 	ok((grep { /$re/ } @plans), "a plan was logged for: $what");
 }
-
-# a claim of one topic whose rows all have priority 0 (smallb) makes no
-# walk: one range scan of (topic, priority DESC, visible_after), whose
-# order is the claim's, so that no sort reads the topic's visible rows
-my @one = grep { /ORDER BY o.priority DESC, o.visible_after/ } @plans;
-my @unordered = grep { !/Index Scan using outbox_topic_priority_visible_idx on outbox/
-	  || /Sort Key: o\.priority/ } @one;
-ok(@one && !@unordered, 'the claim of one priority reads its rows in order by index')
-  or diag(join("\n----\n", @unordered));
 
 # the claim's walk over priorities reads no row of a higher priority whose
 # fence is ahead: topic prio holds 20,000 such rows over ten priorities,
@@ -267,56 +253,6 @@ is(scalar(@filtering), 0,
 	'each scans a priority\'s rows by (topic, priority, fence), filtering no priority out')
   or diag(join("\n----\n", @filtering));
 $one->quit;
-
-# Which claims walk: a topic's first claim looks at its rows; while they
-# all have priority 0, its claims make one range scan; a row of another
-# priority, come by enqueue or by a plain INSERT (seen when a claim takes
-# it), makes its claims walk from then on.
-sub claim_plans
-{
-	my ($sql) = @_;
-	$node->safe_psql('postgres', q{
-ALTER SYSTEM SET auto_explain.log_min_duration = 0;
-SELECT pg_reload_conf();});
-	$s->query_safe('SELECT 1');    # takes in the reload
-	my $from = -s $node->logfile;
-	my $got = $s->query_safe($sql);
-	$node->safe_psql('postgres', q{
-ALTER SYSTEM RESET auto_explain.log_min_duration;
-SELECT pg_reload_conf();});
-	my @p = grep { /Query Text: \/\* aion_wake \*\// }
-	  split /LOG:  duration:/, slurp_file($node->logfile, $from);
-	my $walks = grep { /WITH RECURSIVE r\(p\)/ } @p;
-	my $flat = grep { /ORDER BY o.priority DESC, o.visible_after/ } @p;
-	return ($got, $walks, $flat);
-}
-$s->query_safe(q{
-SELECT count(aion_wake.enqueue('flat' || g, '{}', 'flat')) FROM generate_series(1, 6) g;
-SELECT count(aion_wake.enqueue('flatq' || g, '{}', 'flatq')) FROM generate_series(1, 3) g;});
-my ($got, $walks, $flat) = claim_plans(q{SELECT dispatch_key FROM aion_wake.claim('flat', 1)});
-is("$got $walks $flat", 'flat1 1 0', 'a topic\'s first claim walks, and looks at its rows');
-($got, $walks, $flat) = claim_plans(q{SELECT dispatch_key FROM aion_wake.claim('flat', 1)});
-is("$got $walks $flat", 'flat2 0 1', 'rows of priority 0 only: one range scan');
-# rows of priority 3 whose fences are ahead and one visible of priority 2,
-# by plain INSERT: nobody has said so, and the scan still takes the
-# highest priority first
-$s->query_safe(q{
-INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, priority)
-SELECT 'ahead' || g, 'flat', clock_timestamp() + interval '1 hour', clock_timestamp(), 3
-  FROM generate_series(1, 100) g;
-INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, priority)
-VALUES ('two', 'flat', clock_timestamp() - interval '1 s', clock_timestamp(), 2);});
-($got, $walks, $flat) = claim_plans(q{SELECT dispatch_key FROM aion_wake.claim('flat', 1)});
-is("$got $walks $flat", 'two 0 1', 'a plain INSERT of priority 2: the range scan takes it first');
-($got, $walks, $flat) = claim_plans(q{SELECT dispatch_key FROM aion_wake.claim('flat', 1)});
-is("$got $walks $flat", 'flat3 1 0', 'having taken it, the topic\'s claims walk');
-# an enqueue of another priority says so at once
-($got, $walks, $flat) = claim_plans(q{SELECT dispatch_key FROM aion_wake.claim('flatq', 1)});
-($got, $walks, $flat) = claim_plans(q{SELECT dispatch_key FROM aion_wake.claim('flatq', 1)});
-is("$got $walks $flat", 'flatq2 0 1', 'another topic of priority 0 only: one range scan');
-$s->query_safe(q{SELECT aion_wake.enqueue('low', '{}', 'flatq', delay => '1 hour', priority => -1)});
-($got, $walks, $flat) = claim_plans(q{SELECT dispatch_key FROM aion_wake.claim('flatq', 1)});
-is("$got $walks $flat", 'flatq3 1 0', 'an enqueue of priority -1 makes its claims walk');
 
 $s->quit;
 $waiter->quit;
