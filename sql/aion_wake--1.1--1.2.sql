@@ -247,7 +247,10 @@ DROP INDEX aion_wake.outbox_topic_visible_idx;
 -- topics come from a skip scan of outbox_topic_priority_visible_idx, and
 -- each count and age from a walk down the topic's priorities, one probe
 -- each, and a range scan of each priority's visible rows (as claims walk
--- them, src/claim.c), so the cost grows with the topics and their
+-- them, AW_PRIORITY_WALK in include/aw_plans.h: the walk starts at 0 when
+-- no row is above it, so that its first probe compares index keys only
+-- and reads none of the versions of claimed rows that head priority 0),
+-- so the cost grows with the topics and their
 -- priorities, not with the rows.  It runs with the caller's rights and
 -- reads only the columns topic, priority and visible_after: a monitoring
 -- role needs SELECT on those three, never on the payloads (README,
@@ -269,9 +272,10 @@ WITH RECURSIVE t(topic) AS (
 SELECT t.topic, v.claimable, pg_catalog.now() OPERATOR(pg_catalog.-) v.oldest
   FROM t,
 	   LATERAL (WITH RECURSIVE r(p) AS (
-				  SELECT (SELECT o.priority FROM aion_wake.outbox o
-						   WHERE o.topic OPERATOR(pg_catalog.=) t.topic
-						   ORDER BY o.priority DESC LIMIT 1)
+				  SELECT COALESCE((SELECT o.priority FROM aion_wake.outbox o
+									WHERE o.topic OPERATOR(pg_catalog.=) t.topic
+									  AND o.priority OPERATOR(pg_catalog.>) 0
+									ORDER BY o.priority DESC LIMIT 1), 0)
 				UNION ALL
 				  SELECT (SELECT o.priority FROM aion_wake.outbox o
 						   WHERE o.topic OPERATOR(pg_catalog.=) t.topic

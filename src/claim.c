@@ -127,13 +127,14 @@ static const char aw_claim_shares_sql[] =
  * (topic, priority, visible_after) cannot give that order: it would read
  * and filter every row of a higher priority whose fence is ahead (leased,
  * parked, backing off).  So the rows of topic q.topic are found by a walk
- * down the topic's distinct priorities (r: one probe of the index
- * (topic, priority DESC, visible_after) per priority, from the highest),
- * and in each priority by a range scan of
- * its visible rows, oldest fence first (y).  The walk is lazy and the whole
- * stops at q.allow rows, so a claim reads the priorities above the first
- * that has enough rows and no more: with every row at one priority, one
- * probe more than a claim without priorities.  The LIMIT takes the rows
+ * down the topic's distinct priorities (r, AW_PRIORITY_WALK in
+ * aw_plans.h: one probe of the index (topic, priority DESC, visible_after)
+ * per priority, from the highest), and in each priority by a range scan
+ * of its visible rows, oldest fence first (y).  The walk is lazy and the
+ * whole stops at q.allow rows, so a claim reads the priorities above the
+ * first that has enough rows and no more: with every row at priority 0,
+ * one probe more than a claim without priorities, and that probe reads
+ * no row.  The LIMIT takes the rows
  * in the walk's order: y depends on r (LATERAL), so the join is a nested
  * loop with r outer, and r yields the priorities as the recursion finds
  * them, highest first; and only the rows the LIMIT takes are locked.  The
@@ -147,17 +148,7 @@ static const char aw_claim_shares_sql[] =
  * cols are the columns taken of each row, lock its locking clause.
  */
 #define AW_CLAIM_BY_PRIORITY(cols, lock, stop) \
-"LATERAL (WITH RECURSIVE r(p) AS ( " \
-"           SELECT (SELECT o.priority FROM aion_wake.outbox o " \
-"                    WHERE o.topic OPERATOR(pg_catalog.=) q.topic " \
-"                      AND o.priority OPERATOR(pg_catalog.<) q.below " \
-"                    ORDER BY o.priority DESC LIMIT 1) " \
-"          UNION ALL " \
-"           SELECT (SELECT o.priority FROM aion_wake.outbox o " \
-"                    WHERE o.topic OPERATOR(pg_catalog.=) q.topic " \
-"                      AND o.priority OPERATOR(pg_catalog.<) r.p " \
-"                    ORDER BY o.priority DESC LIMIT 1) " \
-"             FROM r WHERE r.p IS NOT NULL" stop ") " \
+"LATERAL (" AW_PRIORITY_WALK("q.topic", "q.below", stop) \
 "         SELECT y.* FROM r, " \
 "              LATERAL (SELECT " cols " FROM aion_wake.outbox o " \
 "                        WHERE o.topic OPERATOR(pg_catalog.=) q.topic " \

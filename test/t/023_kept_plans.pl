@@ -198,8 +198,10 @@ ok(defined $walk, 'the claim\'s plan was logged with its execution');
 $walk //= '';
 my @scans = ($walk =~ /(Index (?:Only )?Scan (?:Backward )?using \S+ on outbox[^\n]*)/g);
 cmp_ok(scalar(@scans), '>=', 3, 'the walk scans the outbox by index');
-# rows is the mean per loop, shown with two decimals from PostgreSQL 18 on
-my @wide = grep { !(/actual time=\S+ rows=([\d.]+) loops=\d+/ && $1 <= 1) } @scans;
+# rows is the mean per loop, shown with two decimals from PostgreSQL 18 on;
+# a scan never executed (the probe of a walk that starts at or below 0)
+# returns nothing
+my @wide = grep { !/\(never executed\)/ && !(/actual time=\S+ rows=([\d.]+) loops=\d+/ && $1 <= 1) } @scans;
 is(scalar(@wide), 0, 'each of its index scans returns at most one row per loop')
   or diag(join("\n", @wide));
 unlike($walk, qr/Rows Removed by Filter: [1-9]/, 'and filters out nothing')
@@ -207,6 +209,58 @@ unlike($walk, qr/Rows Removed by Filter: [1-9]/, 'and filters out nothing')
 like($walk, qr/CTE Scan on r .*\(actual time=\S+ rows=10(?:\.00)? loops=1\)/,
 	'it walked the ten priorities, no more')
   or diag($walk);
+
+# a topic whose rows all have the default priority, 0: the walk's first
+# probe, for priorities above 0, compares index keys only and reads no
+# row, however many versions of rows just claimed and deleted head the
+# topic in the index (a probe for the topic's highest priority of any
+# value would visit each of them before the range scan of priority 0
+# visits them again).  A session holding a snapshot keeps 200 such
+# versions from being pruned.
+$s->query_safe(q{
+SELECT count(aion_wake.enqueue('z' || g, '{}', 'zero')) FROM generate_series(1, 400) g});
+$node->safe_psql('postgres', 'VACUUM aion_wake.outbox');
+my $holder = aw_session($node);
+$holder->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+$holder->query_safe('SELECT count(*) FROM aion_wake.outbox');
+is($s->query_safe(q{
+SELECT count(aion_wake.complete(dispatch_key, lease_token)) FROM aion_wake.claim('zero', 200)}),
+	'200', 'two hundred rows of topic zero claimed and deleted');
+# the versions are there: a probe for the highest priority visits them
+my $probe = $node->safe_psql('postgres', q{
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
+SELECT priority FROM aion_wake.outbox WHERE topic = 'zero' ORDER BY priority DESC LIMIT 1});
+like($probe, qr/Heap Fetches: (?:[2-9]\d\d|\d{4,})/,
+	'a probe for the highest priority visits the versions that head the topic')
+  or diag($probe);
+$node->safe_psql('postgres', q{
+ALTER SYSTEM SET auto_explain.log_min_duration = 0;
+ALTER SYSTEM SET auto_explain.log_analyze = on;
+SELECT pg_reload_conf();});
+$s->query_safe('SELECT 1');    # takes in the reload
+$offset = -s $node->logfile;
+is($s->query_safe(q{SELECT dispatch_key FROM aion_wake.claim('zero', 1)}),
+	'z201', 'the claim takes the oldest row left');
+$node->safe_psql('postgres', q{
+ALTER SYSTEM RESET auto_explain.log_min_duration;
+ALTER SYSTEM RESET auto_explain.log_analyze;
+SELECT pg_reload_conf();});
+$holder->query_safe('COMMIT');
+$holder->quit;
+$log = slurp_file($node->logfile, $offset);
+($walk) = grep { /LATERAL \(WITH RECURSIVE r\(p\) AS/ } split /LOG:  duration:/, $log;
+$walk //= '';
+# each index-only scan of the outbox in the claim's plan, with the lines
+# below it up to the next node
+my @only = ($walk =~ /(Index Only Scan using \S+ on outbox.*?\n(?:(?!\s*->)[^\n]*\n)*)/g);
+cmp_ok(scalar(grep { /actual time/ } @only), '>=', 1,
+	'the claim\'s walk ran an index-only probe')
+  or diag($walk);
+is(scalar(grep { !/Heap Fetches: 0\n/ } @only), 0,
+	'and no probe of the walk read a row')
+  or diag(join("\n", @only));
 
 # a kept claim made while every row had one priority: the statistics then
 # say "priority = p" filters nothing, and left to them the range scan of
