@@ -70,7 +70,7 @@ is(scalar(@jit), 0, 'no aion_wake statement is JIT-compiled')
   or diag(join("\n----\n", map { substr($_, 0, 300) } @jit));
 # the claim and the settles were among them (whitespace as in the source)
 for my $what (
-	'WITH q AS \(SELECT \* FROM ROWS FROM',
+	'FOR UPDATE OF o SKIP LOCKED',
 	'DELETE FROM aion_wake.outbox WHERE dispatch_key',
 	'INSERT INTO aion_wake.outbox AS o')
 {
