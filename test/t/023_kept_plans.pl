@@ -49,6 +49,28 @@ $node->safe_psql('postgres', q{
 SELECT aion_wake.enqueue('s' || g, '{}', 'small') FROM generate_series(1, 3) g;
 ANALYZE aion_wake.outbox;});
 
+# Log the plan of every statement from now on, nested ones too (with how
+# it ran when analyze is set), once session h has taken in the reload;
+# returns where the log is now.
+sub start_logging_plans
+{
+	my ($h, $analyze) = @_;
+	$node->safe_psql('postgres',
+		    'ALTER SYSTEM SET auto_explain.log_min_duration = 0;'
+		  . ($analyze ? 'ALTER SYSTEM SET auto_explain.log_analyze = on;' : '')
+		  . 'SELECT pg_reload_conf();');
+	$h->query_safe('SELECT 1');    # takes in the reload
+	return -s $node->logfile;
+}
+
+sub stop_logging_plans
+{
+	$node->safe_psql('postgres', q{
+ALTER SYSTEM RESET auto_explain.log_min_duration;
+ALTER SYSTEM RESET auto_explain.log_analyze;
+SELECT pg_reload_conf();});
+}
+
 # the session that keeps plans made now
 my $s = aw_session($node);
 my $waiter = aw_session($node);
@@ -121,15 +143,9 @@ is( $node->safe_psql('postgres',
 	't', 'the statistics still describe a small table');
 
 # from now on every statement's plan is logged, nested ones too
-$node->safe_psql('postgres', q{
-ALTER SYSTEM SET auto_explain.log_min_duration = 0;
-SELECT pg_reload_conf();});
-$s->query_safe('SELECT 1');    # takes in the reload
-my $offset = -s $node->logfile;
+my $offset = start_logging_plans($s, 0);
 run_everything('big');
-$node->safe_psql('postgres', q{
-ALTER SYSTEM RESET auto_explain.log_min_duration;
-SELECT pg_reload_conf();});
+stop_logging_plans();
 
 my $log = slurp_file($node->logfile, $offset);
 my @plans = grep { /Query Text: \/\* aion_wake \*\// } split /LOG:  duration:/, $log;
@@ -180,19 +196,11 @@ for my $what (
 # and one visible row of priority 0; every index scan of the claim's plan
 # (a probe per priority, a range scan per priority) returns at most one
 # row per loop and nothing is filtered out
-$node->safe_psql('postgres', q{
-ALTER SYSTEM SET auto_explain.log_min_duration = 0;
-ALTER SYSTEM SET auto_explain.log_analyze = on;
-SELECT pg_reload_conf();});
-$s->query_safe('SELECT 1');    # takes in the reload
 $s->query_safe(q{SELECT aion_wake.enqueue('walk-0', '{}', 'prio', priority => 0)});
-$offset = -s $node->logfile;
+$offset = start_logging_plans($s, 1);
 is($s->query_safe(q{SELECT dispatch_key FROM aion_wake.claim('prio', 1)}),
 	'walk-0', 'the claim finds the one visible row below ten fenced priorities');
-$node->safe_psql('postgres', q{
-ALTER SYSTEM RESET auto_explain.log_min_duration;
-ALTER SYSTEM RESET auto_explain.log_analyze;
-SELECT pg_reload_conf();});
+stop_logging_plans();
 $log = slurp_file($node->logfile, $offset);
 my ($walk) = grep { /LATERAL \(WITH RECURSIVE r\(p\) AS/ } split /LOG:  duration:/, $log;
 ok(defined $walk, 'the claim\'s plan was logged with its execution');
@@ -236,18 +244,10 @@ SELECT priority FROM aion_wake.outbox WHERE topic = 'zero' ORDER BY priority DES
 like($probe, qr/Heap Fetches: (?:[2-9]\d\d|\d{4,})/,
 	'a probe for the highest priority visits the versions that head the topic')
   or diag($probe);
-$node->safe_psql('postgres', q{
-ALTER SYSTEM SET auto_explain.log_min_duration = 0;
-ALTER SYSTEM SET auto_explain.log_analyze = on;
-SELECT pg_reload_conf();});
-$s->query_safe('SELECT 1');    # takes in the reload
-$offset = -s $node->logfile;
+$offset = start_logging_plans($s, 1);
 is($s->query_safe(q{SELECT dispatch_key FROM aion_wake.claim('zero', 1)}),
 	'z201', 'the claim takes the oldest row left');
-$node->safe_psql('postgres', q{
-ALTER SYSTEM RESET auto_explain.log_min_duration;
-ALTER SYSTEM RESET auto_explain.log_analyze;
-SELECT pg_reload_conf();});
+stop_logging_plans();
 $holder->query_safe('COMMIT');
 $holder->quit;
 $log = slurp_file($node->logfile, $offset);
@@ -289,17 +289,11 @@ $node->safe_psql('onep', q{
 INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, priority)
 SELECT 'm' || g, 'one', clock_timestamp() - interval '1 hour', clock_timestamp(), 1 + g % 9
   FROM generate_series(1, 5000) g;});
-$node->safe_psql('postgres', q{
-ALTER SYSTEM SET auto_explain.log_min_duration = 0;
-SELECT pg_reload_conf();});
-$one->query_safe('SELECT 1');    # takes in the reload
-$offset = -s $node->logfile;
+$offset = start_logging_plans($one, 0);
 is($one->query_safe(q{SELECT priority FROM aion_wake.claim('one', 1)}),
 	'9', 'used on rows of ten priorities, it takes the highest');
 $one->query_safe(q{SELECT count(*) FROM aion_wake.claim(ARRAY['one', 'two'], 2)});
-$node->safe_psql('postgres', q{
-ALTER SYSTEM RESET auto_explain.log_min_duration;
-SELECT pg_reload_conf();});
+stop_logging_plans();
 $log = slurp_file($node->logfile, $offset);
 my @walks = grep { /LATERAL \(WITH RECURSIVE r\(p\) AS/ } split /LOG:  duration:/, $log;
 cmp_ok(scalar(@walks), '>=', 2, 'its plans and the shares\' were logged');
