@@ -528,16 +528,17 @@ aw_worker_spend(void)
 /*
  * For topics with waiters whose next fence has passed (or is not known
  * yet): count the rows whose fence passed since the last look, up to the
- * number of waiters, and wake as many; then find the next fence ahead.
- * Two index probes per topic, on (topic, visible_after), in batches until
- * no topic is due; from the 1.2 schema, on (topic, priority DESC,
- * visible_after), two per priority of the topic (AW_TOPIC_PRIORITIES).
+ * number of waiters, and wake as many; and find the next fence ahead.  One
+ * statement per topic does both, in batches until no topic is due: two
+ * index probes on (topic, visible_after); from the 1.2 schema, on (topic,
+ * priority DESC, visible_after), a walk down the topic's priorities
+ * (AW_TOPIC_PRIORITIES), made once for both, and two range probes per
+ * priority.
  */
 static void
 aw_worker_check_fences(void)
 {
-	static SPIPlanPtr count_plans[2];	/* before 1.2, from 1.2 */
-	static SPIPlanPtr next_plans[2];
+	static SPIPlanPtr plans[2];	/* before 1.2, from 1.2 */
 	static const Oid types[4] = {TEXTOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID};
 	AwFenceCheck checks[32];
 	int			n;
@@ -545,10 +546,40 @@ aw_worker_check_fences(void)
 
 	while ((n = aw_waiters_due_fences(GetCurrentTimestamp(), checks, lengthof(checks))) > 0)
 	{
-		bool		v12;
+		SPIPlanPtr	plan;
 
 		aw_begin("aion_wake: looking for fences that passed");
-		v12 = aw_schema_version() >= 12;
+		if (aw_schema_version() >= 12)
+			plan = aw_plan_prepare(&plans[1],
+								   AW_TOPIC_PRIORITIES("$1")
+								   "SELECT (SELECT pg_catalog.count(*) FROM ("
+								   "          SELECT 1 FROM r, "
+								   "            LATERAL (SELECT 1 FROM aion_wake.outbox o "
+								   "                      WHERE o.topic OPERATOR(pg_catalog.=) $1 "
+								   "                        AND o.priority OPERATOR(pg_catalog.=) r.p "
+								   "                        AND o.visible_after OPERATOR(pg_catalog.<=) $2 "
+								   "                        AND o.visible_after OPERATOR(pg_catalog.>) $4 "
+								   "                      LIMIT $3) x "
+								   "           LIMIT $3) v), "
+								   "       (SELECT pg_catalog.min(x.m) FROM r, "
+								   "          LATERAL (SELECT pg_catalog.min(o.visible_after) AS m "
+								   "                     FROM aion_wake.outbox o "
+								   "                    WHERE o.topic OPERATOR(pg_catalog.=) $1 "
+								   "                      AND o.priority OPERATOR(pg_catalog.=) r.p "
+								   "                      AND o.visible_after OPERATOR(pg_catalog.>) $2) x)",
+								   4, types);
+		else
+			plan = aw_plan_prepare(&plans[0],
+								   "SELECT (SELECT pg_catalog.count(*) FROM ("
+								   "          SELECT 1 FROM aion_wake.outbox "
+								   "           WHERE topic OPERATOR(pg_catalog.=) $1 "
+								   "             AND visible_after OPERATOR(pg_catalog.<=) $2 "
+								   "             AND visible_after OPERATOR(pg_catalog.>) $4 "
+								   "           LIMIT $3) v), "
+								   "       (SELECT pg_catalog.min(visible_after) FROM aion_wake.outbox "
+								   "         WHERE topic OPERATOR(pg_catalog.=) $1 "
+								   "           AND visible_after OPERATOR(pg_catalog.>) $2)",
+								   4, types);
 		for (i = 0; i < n; i++)
 		{
 			TimestampTz now = GetCurrentTimestamp();
@@ -563,30 +594,13 @@ aw_worker_check_fences(void)
 			args[1] = TimestampTzGetDatum(now);
 			args[2] = Int32GetDatum(checks[i].waiters);
 			args[3] = TimestampTzGetDatum(checks[i].checked_upto);
-			(void) aw_plan_run(v12 ?
-							   aw_plan_prepare(&count_plans[1],
-											   "SELECT pg_catalog.count(*) FROM ("
-											   AW_TOPIC_PRIORITIES("$1")
-											   "  SELECT 1 FROM r, "
-											   "    LATERAL (SELECT 1 FROM aion_wake.outbox o "
-											   "              WHERE o.topic OPERATOR(pg_catalog.=) $1 "
-											   "                AND o.priority OPERATOR(pg_catalog.=) r.p "
-											   "                AND o.visible_after OPERATOR(pg_catalog.<=) $2 "
-											   "                AND o.visible_after OPERATOR(pg_catalog.>) $4 "
-											   "              LIMIT $3) x "
-											   "   LIMIT $3) v",
-											   4, types) :
-							   aw_plan_prepare(&count_plans[0],
-											   "SELECT pg_catalog.count(*) FROM ("
-											   "  SELECT 1 FROM aion_wake.outbox "
-											   "   WHERE topic OPERATOR(pg_catalog.=) $1 "
-											   "     AND visible_after OPERATOR(pg_catalog.<=) $2 "
-											   "     AND visible_after OPERATOR(pg_catalog.>) $4 "
-											   "   LIMIT $3) v",
-											   4, types),
-							   args, NULL, SPI_OK_SELECT);
+			(void) aw_plan_run(plan, args, NULL, SPI_OK_SELECT);
 			visible = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												  SPI_tuptable->tupdesc, 1, &isnull));
+			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+			if (!isnull)
+				next = DatumGetTimestampTz(d);
+
 			/*
 			 * Of a limited topic, only as many as it has free slots.  Rows
 			 * became claimable: say so first, so that a claim whose
@@ -599,25 +613,6 @@ aw_worker_check_fences(void)
 			free_slots = aw_ledger_free_slots(checks[i].topic);
 			if (free_slots >= 0)
 				visible = Min(visible, free_slots);
-			(void) aw_plan_run(v12 ?
-							   aw_plan_prepare(&next_plans[1],
-											   AW_TOPIC_PRIORITIES("$1")
-											   "SELECT pg_catalog.min(x.m) FROM r, "
-											   "  LATERAL (SELECT pg_catalog.min(o.visible_after) AS m "
-											   "             FROM aion_wake.outbox o "
-											   "            WHERE o.topic OPERATOR(pg_catalog.=) $1 "
-											   "              AND o.priority OPERATOR(pg_catalog.=) r.p "
-											   "              AND o.visible_after OPERATOR(pg_catalog.>) $2) x",
-											   2, types) :
-							   aw_plan_prepare(&next_plans[0],
-											   "SELECT pg_catalog.min(visible_after) FROM aion_wake.outbox "
-											   " WHERE topic OPERATOR(pg_catalog.=) $1 "
-											   "   AND visible_after OPERATOR(pg_catalog.>) $2",
-											   2, types),
-							   args, NULL, SPI_OK_SELECT);
-			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-			if (!isnull)
-				next = DatumGetTimestampTz(d);
 			aw_waiters_fence_result(checks[i].topic, now, visible, next);
 		}
 		aw_end();
