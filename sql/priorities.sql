@@ -151,8 +151,23 @@ SELECT aion_wake.enqueue('k-d', '{}', 'pk', priority => -1);
 SELECT aion_wake.dead_letter('k-d', 'again');
 SELECT dispatch_key, priority, reason FROM aion_wake.dead_letters WHERE dispatch_key = 'k-d';
 
+-- a claim of one row looks at the top priority first (src/claim.c); when
+-- that priority has rows but none visible it walks on, and the next claims
+-- of the topic in this session walk straight away: each still takes the
+-- highest priority first, as soon as its row becomes visible
+SELECT bool_and(aion_wake.enqueue(k, '{}', 'pf', delay => d, priority => p))
+  FROM (VALUES ('f-top', '1 hour'::interval, 5), ('f-a', '0', 0), ('f-low', '0', -3)) v(k, d, p);
+SELECT aion_wake.enqueue('f-b', '{}', 'pf');
+SELECT dispatch_key, priority FROM aion_wake.claim('pf', 1, '1 hour');
+UPDATE aion_wake.outbox SET visible_after = now() - interval '1 minute'
+ WHERE dispatch_key = 'f-top';
+SELECT dispatch_key, priority FROM aion_wake.claim('pf', 1, '1 hour');
+SELECT dispatch_key, priority FROM aion_wake.claim('pf', 1, '1 hour');
+SELECT dispatch_key, priority FROM aion_wake.claim('pf', 1, '1 hour');
+SELECT dispatch_key, priority FROM aion_wake.claim('pf', 1, '1 hour');
+
 DELETE FROM aion_wake.outbox
- WHERE topic IN ('pb', 'po', 'pma', 'pmb', 'pmc', 'pl', 'pl2', 'ph', 'phl', 'pbh', 'pk');
+ WHERE topic IN ('pb', 'po', 'pma', 'pmb', 'pmc', 'pl', 'pl2', 'ph', 'phl', 'pbh', 'pk', 'pf');
 DELETE FROM aion_wake.dead_letters WHERE topic = 'pk';
 DROP FUNCTION prio_err(text);
 DROP FUNCTION prio_fence(text, int);

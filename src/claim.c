@@ -69,6 +69,10 @@ PG_FUNCTION_INFO_V1(aw_claim_topics);
 
 static SPIPlanPtr aw_claim_plans[3];	/* by schema: 1.0, 1.1, 1.2 */
 
+/* the claim statements' parameters (from 1.2 seven, before it five) */
+static const Oid aw_claim_types[7] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID,
+INT4OID, TIMESTAMPTZOID, INT4ARRAYOID, INT4ARRAYOID};
+
 /*
  * The claim: for each topic ($1, with $2 the rows it may give), its oldest
  * visible rows, locked, skipping rows others hold (LATERAL, so the lock
@@ -221,6 +225,92 @@ AW_CLAIM_BY_PRIORITY("o.dispatch_key, o.priority, o.visible_after AS old_fence, 
 static SPIPlanPtr aw_claim_one_plan;
 
 /*
+ * The first look of a claim of one row of one topic: the walk's first step
+ * alone.  It takes the oldest visible row nobody holds of the priority the
+ * walk would start at (the highest below $6 above 0, else 0), and finds it
+ * again by its key to lease it, in a plan of a handful of nodes; the walk's
+ * statement has four times as many, which every execution sets up.  When
+ * it takes nothing the claim runs the walk (aw_claim_once), which looks at
+ * that priority again and goes on below it.  The same parameters and
+ * result as aw_claim_one_sql.
+ */
+static const char aw_claim_top_sql[] =
+"WITH c AS (SELECT o.dispatch_key, o.visible_after AS old_fence, "
+"                  o.parked_at IS NOT NULL AS was_parked "
+"             FROM aion_wake.outbox o "
+"            WHERE o.topic OPERATOR(pg_catalog.=) $1[1] "
+"              AND o.priority OPERATOR(pg_catalog.=) COALESCE(( "
+"                  SELECT p.priority FROM aion_wake.outbox p "
+"                   WHERE p.topic OPERATOR(pg_catalog.=) $1[1] "
+"                     AND p.priority OPERATOR(pg_catalog.<) $6[1] "
+"                     AND p.priority OPERATOR(pg_catalog.>) 0 "
+"                   ORDER BY p.priority DESC LIMIT 1), 0) "
+"              AND o.visible_after OPERATOR(pg_catalog.<=) $3 "
+"            ORDER BY o.visible_after LIMIT LEAST($2[1], $4, 1) "
+"              FOR UPDATE OF o SKIP LOCKED), "
+"u AS (UPDATE aion_wake.outbox o "
+"         SET visible_after = $5, parked_at = NULL, leased_until = $5, "
+"             lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass) "
+"       WHERE o.dispatch_key OPERATOR(pg_catalog.=) (SELECT c.dispatch_key FROM c) "
+"   RETURNING o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
+"             o.enqueued_at, o.last_error, o.lease_token, o.parked_at, o.leased_until, "
+"             o.priority) "
+"SELECT u.dispatch_key, u.topic, u.payload, u.attempt, u.visible_after, u.enqueued_at, "
+"       u.last_error, u.lease_token, u.parked_at, u.leased_until, u.priority, "
+"       c.old_fence, c.was_parked, u.topic, true "
+"  FROM u, c";
+
+static SPIPlanPtr aw_claim_top_plan;
+
+/*
+ * A first look that finds nothing costs a statement more than the walk
+ * alone: on a topic whose highest priority has rows but none to take
+ * (leased, backing off, held by others) every claim of one row would pay
+ * it.  So a backend remembers the last few topics whose first look found
+ * nothing, and their next AW_FIRST_LOOK_REST claims of one row walk
+ * straight away.
+ */
+#define AW_FIRST_LOOK_TOPICS 8
+#define AW_FIRST_LOOK_REST 16
+
+typedef struct AwFirstLookMiss
+{
+	char		topic[AW_TOPIC_MAXLEN + 1];
+	int			rest;			/* claims left that walk straight away */
+} AwFirstLookMiss;
+
+static AwFirstLookMiss aw_first_look_misses[AW_FIRST_LOOK_TOPICS];
+static int	aw_first_look_next;	/* the entry the next miss replaces */
+
+/* Whether a claim of one row of topic should look first; counts it down. */
+static bool
+aw_first_look_wanted(const char *topic)
+{
+	for (int i = 0; i < AW_FIRST_LOOK_TOPICS; i++)
+	{
+		AwFirstLookMiss *m = &aw_first_look_misses[i];
+
+		if (m->rest > 0 && strcmp(m->topic, topic) == 0)
+		{
+			m->rest--;
+			return false;
+		}
+	}
+	return true;
+}
+
+/* The first look of a claim of topic found nothing. */
+static void
+aw_first_look_missed(const char *topic)
+{
+	AwFirstLookMiss *m = &aw_first_look_misses[aw_first_look_next];
+
+	strlcpy(m->topic, topic, sizeof(m->topic));
+	m->rest = AW_FIRST_LOOK_REST;
+	aw_first_look_next = (aw_first_look_next + 1) % AW_FIRST_LOOK_TOPICS;
+}
+
+/*
  * aw_claim_shares_sql from the 1.2 schema: by priority, then fence, each
  * topic's rows of priorities below $5; with each share, the lowest
  * priority in it.
@@ -244,12 +334,10 @@ static SPIPlanPtr aw_claim_shares_plans[2];	/* before 1.2, from 1.2 */
 static SPIPlanPtr
 aw_claim_plan(int version, int nq)
 {
-	static const Oid types[7] = {TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID,
-	INT4OID, TIMESTAMPTZOID, INT4ARRAYOID, INT4ARRAYOID};
 	int			v = version >= 12 ? 2 : version >= 11 ? 1 : 0;
 
 	if (v == 2 && nq == 1)
-		return aw_plan_prepare(&aw_claim_one_plan, aw_claim_one_sql, 7, types);
+		return aw_plan_prepare(&aw_claim_one_plan, aw_claim_one_sql, 7, aw_claim_types);
 	if (aw_claim_plans[v] == NULL)
 	{
 		char	   *sql;
@@ -260,7 +348,7 @@ aw_claim_plan(int version, int nq)
 			sql = psprintf(aw_claim_sql,
 						   v ? ", leased_until = $5" : "",
 						   v ? ", o.leased_until" : "");
-		(void) aw_plan_prepare(&aw_claim_plans[v], sql, v == 2 ? 7 : 5, types);
+		(void) aw_plan_prepare(&aw_claim_plans[v], sql, v == 2 ? 7 : 5, aw_claim_types);
 		pfree(sql);
 	}
 	return aw_claim_plans[v];
@@ -570,7 +658,8 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 
 	/*
 	 * Then visible rows, in rounds.  With one topic, the claim locks up to
-	 * its allowance of rows nobody holds and leases them all.  With
+	 * its allowance of rows nobody holds and leases them all (a claim of
+	 * one row first with its first look, aw_claim_top_sql).  With
 	 * several, each topic is given its share of the oldest rows across
 	 * them, counted without locking (so rows other claims hold count); a
 	 * topic that then finds fewer rows than its share that nobody holds has
@@ -667,7 +756,18 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		for (i = 0; i < c->ntopics; i++)
 			c->topics[i].got_before = c->topics[i].got;
 
-		n = aw_plan_run(aw_claim_plan(version, nq), args, NULL, SPI_OK_SELECT);
+		n = 0;
+		if (version >= 12 && c->ntopics == 1 && rounds == 0 && want == 1 &&
+			aw_first_look_wanted(c->topics[0].name))
+		{
+			n = aw_plan_run(aw_plan_prepare(&aw_claim_top_plan, aw_claim_top_sql, 7,
+											aw_claim_types),
+							args, NULL, SPI_OK_SELECT);
+			if (n == 0)
+				aw_first_look_missed(c->topics[0].name);
+		}
+		if (n == 0)
+			n = aw_plan_run(aw_claim_plan(version, nq), args, NULL, SPI_OK_SELECT);
 		for (r = 0; r < n; r++)
 		{
 			HeapTuple	tup = SPI_tuptable->vals[r];

@@ -111,13 +111,19 @@ SELECT count(*) FROM aion_wake.complete_many(ARRAY['$tag-k'],
 SELECT aion_wake.enqueue('$tag-p' || p, '{}', 'prio', priority => p)
   FROM generate_series(-2, 2) p;
 SELECT aion_wake.enqueue('$tag-q', '{}', 'prio2', priority => 1);});
-	# claims take the highest priority first, whatever the plan was made on
+	# claims take the highest priority first, whatever the plan was made
+	# on: a claim of one row looks at the priority the walk starts at
+	# first (in the big table priority 9, whose rows' fences are all
+	# ahead, so it walks on)
+	is( $s->query_safe(q{
+SELECT priority FROM aion_wake.claim('prio', 1)}),
+		'2', "$tag: a claim of one row takes the highest priority first");
 	is( $s->query_safe(q{
 SELECT string_agg(priority::text, ',') FROM aion_wake.claim('prio', 2)}),
-		'2,1', "$tag: the claim takes the highest priorities first");
+		'1,0', "$tag: a claim of two rows too");
 	is( $s->query_safe(q{
 SELECT string_agg(topic || ':' || priority, ',') FROM aion_wake.claim(ARRAY['prio', 'prio2'], 2)}),
-		'prio2:1,prio:0', "$tag: a claim of two topics too");
+		'prio2:1,prio:-1', "$tag: a claim of two topics too");
 	$s->query_safe(qq{
 DELETE FROM aion_wake.outbox WHERE dispatch_key LIKE '$tag-p%' OR topic = 'prio2'});
 	# the worker: a fence look-up for a waiter, and a re-offer
@@ -179,6 +185,7 @@ for my $what (
 	'UPDATE aion_wake.outbox o SET visible_after = \$3, parked_at = NULL',
 	'WITH q AS \(SELECT \* FROM ROWS FROM',
 	'WITH c AS \(SELECT x.\* FROM \(SELECT \$1\[1\] AS topic',
+	'WITH c AS \(SELECT o.dispatch_key, o.visible_after AS old_fence',
 	'SELECT k.topic, pg_catalog.count\(\*\)::pg_catalog.int4, pg_catalog.min\(k.priority\)',
 	'WITH b AS \(SELECT visible_after, parked_at FROM aion_wake.outbox',
 	'SELECT pg_catalog.count\(\*\) FROM \(',
@@ -244,24 +251,33 @@ SELECT priority FROM aion_wake.outbox WHERE topic = 'zero' ORDER BY priority DES
 like($probe, qr/Heap Fetches: (?:[2-9]\d\d|\d{4,})/,
 	'a probe for the highest priority visits the versions that head the topic')
   or diag($probe);
+# a claim of one row looks at the walk's first priority alone; a claim
+# of two walks
 $offset = start_logging_plans($s, 1);
 is($s->query_safe(q{SELECT dispatch_key FROM aion_wake.claim('zero', 1)}),
-	'z201', 'the claim takes the oldest row left');
+	'z201', 'the claim of one row takes the oldest row left');
+is($s->query_safe(q{SELECT string_agg(dispatch_key, ',') FROM aion_wake.claim('zero', 2)}),
+	'z202,z203', 'the claim of two rows the next two');
 stop_logging_plans();
 $holder->query_safe('COMMIT');
 $holder->quit;
 $log = slurp_file($node->logfile, $offset);
-($walk) = grep { /LATERAL \(WITH RECURSIVE r\(p\) AS/ } split /LOG:  duration:/, $log;
-$walk //= '';
-# each index-only scan of the outbox in the claim's plan, with the lines
-# below it up to the next node
-my @only = ($walk =~ /(Index Only Scan using \S+ on outbox.*?\n(?:(?!\s*->)[^\n]*\n)*)/g);
-cmp_ok(scalar(grep { /actual time/ } @only), '>=', 1,
-	'the claim\'s walk ran an index-only probe')
-  or diag($walk);
-is(scalar(grep { !/Heap Fetches: 0\n/ } @only), 0,
-	'and no probe of the walk read a row')
-  or diag(join("\n", @only));
+for my $which (['walk', qr/LATERAL \(WITH RECURSIVE r\(p\) AS/],
+	['first look', qr/WITH c AS \(SELECT o.dispatch_key, o.visible_after AS old_fence/])
+{
+	my ($name, $re) = @$which;
+	my ($plan) = grep { /$re/ } split /LOG:  duration:/, $log;
+	$plan //= '';
+	# each index-only scan of the outbox in the plan, with the lines below
+	# it up to the next node
+	my @only = ($plan =~ /(Index Only Scan using \S+ on outbox.*?\n(?:(?!\s*->)[^\n]*\n)*)/g);
+	cmp_ok(scalar(grep { /actual time/ } @only), '>=', 1,
+		"the claim's $name ran an index-only probe")
+	  or diag($plan);
+	is(scalar(grep { !/Heap Fetches: 0\n/ } @only), 0,
+		"and no probe of the $name read a row")
+	  or diag(join("\n", @only));
+}
 
 # a kept claim made while every row had one priority: the statistics then
 # say "priority = p" filters nothing, and left to them the range scan of
@@ -285,6 +301,8 @@ $node->safe_psql('onep', 'VACUUM ANALYZE aion_wake.outbox');
 my $one = aw_session($node, 'onep');
 is($one->query_safe(q{SELECT count(*) FROM aion_wake.claim(ARRAY['one', 'two'], 1)}),
 	'1', 'a claim made on rows of one priority');
+is($one->query_safe(q{SELECT count(*) FROM aion_wake.claim('one', 1)}),
+	'1', 'and a claim of one row of one topic');
 $node->safe_psql('onep', q{
 INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, priority)
 SELECT 'm' || g, 'one', clock_timestamp() - interval '1 hour', clock_timestamp(), 1 + g % 9
@@ -301,6 +319,12 @@ my @filtering = grep { /Filter: \(priority = / || !/Index Cond: \(\(topic = (?:q
 is(scalar(@filtering), 0,
 	'each scans a priority\'s rows by (topic, priority, fence), filtering no priority out')
   or diag(join("\n----\n", @filtering));
+my @firsts = grep { /WITH c AS \(SELECT o.dispatch_key, o.visible_after AS old_fence/ }
+  split /LOG:  duration:/, $log;
+cmp_ok(scalar(@firsts), '>=', 1, 'the claim of one row\'s plan was logged');
+is(scalar(grep { /Filter: \(priority = / || !/Index Cond: \(\(topic = \(\$1\)\[1\]\) AND \(priority = COALESCE\(\(\$\d+\)::integer, 0\)\) AND \(visible_after <= \$3\)\)/ } @firsts),
+	0, 'it scans the priority\'s rows by (topic, priority, fence) too')
+  or diag(join("\n----\n", @firsts));
 $one->quit;
 
 $s->quit;
