@@ -47,15 +47,23 @@
  * of the FROM list outside a LATERAL subquery.  AW_TOPIC_PRIORITIES walks
  * every priority.
  */
+/*
+ * The priority a walk from below starts at when below is above 0: the
+ * topic's highest priority below it and above 0, else 0.  The walk's first
+ * step, and the first look of a claim of one row (claim.c).
+ */
+#define AW_TOP_PRIORITY(topic, below) \
+"COALESCE(( " \
+"  SELECT p.priority FROM aion_wake.outbox p " \
+"   WHERE p.topic OPERATOR(pg_catalog.=) " topic " " \
+"     AND p.priority OPERATOR(pg_catalog.<) " below " " \
+"     AND p.priority OPERATOR(pg_catalog.>) 0 " \
+"   ORDER BY p.priority DESC LIMIT 1), 0) "
+
 #define AW_PRIORITY_WALK(topic, below, stop) \
 "WITH RECURSIVE r(p) AS ( " \
 "  SELECT CASE WHEN " below " OPERATOR(pg_catalog.>) 0 " \
-"    THEN COALESCE(( " \
-"      SELECT o.priority FROM aion_wake.outbox o " \
-"       WHERE o.topic OPERATOR(pg_catalog.=) " topic " " \
-"         AND o.priority OPERATOR(pg_catalog.<) " below " " \
-"         AND o.priority OPERATOR(pg_catalog.>) 0 " \
-"       ORDER BY o.priority DESC LIMIT 1), 0) " \
+"    THEN " AW_TOP_PRIORITY(topic, below) \
 "    ELSE ( " \
 "      SELECT o.priority FROM aion_wake.outbox o " \
 "       WHERE o.topic OPERATOR(pg_catalog.=) " topic " " \

@@ -227,24 +227,19 @@ static SPIPlanPtr aw_claim_one_plan;
 /*
  * The first look of a claim of one row of one topic: the walk's first step
  * alone.  It takes the oldest visible row nobody holds of the priority the
- * walk would start at (the highest below $6 above 0, else 0), and finds it
- * again by its key to lease it, in a plan of a handful of nodes; the walk's
- * statement has four times as many, which every execution sets up.  When
- * it takes nothing the claim runs the walk (aw_claim_once), which looks at
- * that priority again and goes on below it.  The same parameters and
- * result as aw_claim_one_sql.
+ * walk would start at (AW_TOP_PRIORITY: the highest below $6 above 0,
+ * else 0), and finds it again by its key to lease it, in a plan of a
+ * handful of nodes; the walk's statement has four times as many, which
+ * every execution sets up.  When it takes nothing the claim runs the walk
+ * (aw_claim_once), which looks at that priority again and goes on below
+ * it.  The same parameters and result as aw_claim_one_sql.
  */
 static const char aw_claim_top_sql[] =
 "WITH c AS (SELECT o.dispatch_key, o.visible_after AS old_fence, "
 "                  o.parked_at IS NOT NULL AS was_parked "
 "             FROM aion_wake.outbox o "
 "            WHERE o.topic OPERATOR(pg_catalog.=) $1[1] "
-"              AND o.priority OPERATOR(pg_catalog.=) COALESCE(( "
-"                  SELECT p.priority FROM aion_wake.outbox p "
-"                   WHERE p.topic OPERATOR(pg_catalog.=) $1[1] "
-"                     AND p.priority OPERATOR(pg_catalog.<) $6[1] "
-"                     AND p.priority OPERATOR(pg_catalog.>) 0 "
-"                   ORDER BY p.priority DESC LIMIT 1), 0) "
+"              AND o.priority OPERATOR(pg_catalog.=) " AW_TOP_PRIORITY("$1[1]", "$6[1]")
 "              AND o.visible_after OPERATOR(pg_catalog.<=) $3 "
 "            ORDER BY o.visible_after LIMIT LEAST($2[1], $4, 1) "
 "              FOR UPDATE OF o SKIP LOCKED), "
