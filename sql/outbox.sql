@@ -212,6 +212,15 @@ SELECT err($$SELECT aion_wake.pulse('a:b')$$);
 SELECT err($$SELECT aion_wake.reoffer('t', 0)$$);
 SELECT err($$INSERT INTO aion_wake.outbox (dispatch_key, topic) VALUES ('x', 'bad topic')$$);
 SELECT err($$INSERT INTO aion_wake.outbox (dispatch_key) VALUES ('')$$);
+-- the table's check of a topic is the functions' rule: 1 to 63 of
+-- [A-Za-z0-9_.-], nothing else, a trailing newline included
+BEGIN;
+INSERT INTO aion_wake.outbox (dispatch_key, topic) VALUES ('x63', repeat('a', 63));
+SELECT err($$INSERT INTO aion_wake.outbox (dispatch_key, topic) VALUES ('x64', repeat('a', 64))$$);
+SELECT err($$INSERT INTO aion_wake.outbox (dispatch_key, topic) VALUES ('x0', '')$$);
+SELECT err($$INSERT INTO aion_wake.outbox (dispatch_key, topic) VALUES ('xn', E'a\n')$$);
+SELECT err($$INSERT INTO aion_wake.outbox (dispatch_key, topic) VALUES ('xc', 'a:b')$$);
+ROLLBACK;
 
 -- a blocking claim: refused where it cannot see new rows or would hold an
 -- xid; returns at once when a row is there, and nothing when wait passes

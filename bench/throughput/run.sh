@@ -90,27 +90,12 @@ BENCH_PORT=${THROUGHPUT_PORT:-5541}
 
 # shellcheck source=../lib.sh
 . "$here/../lib.sh"
+# shellcheck source=setup.sh
+. "$here/setup.sh"
 log() { bench_log "$@"; }
 
-tmp=$(mktemp -d /tmp/aion_wake_throughput.XXXXXX)
-chmod 755 "$tmp"
-trap 'rm -rf "$tmp"; bench_cleanup' EXIT
-gcc -O2 -Wall -Wextra -Werror -pthread -I"$($PG_CONFIG --includedir)" \
-	"$here/throughput.c" -L"$($PG_CONFIG --libdir)" -lpq -o "$tmp/throughput"
-
 # 16 workers, the producers, the monitor and the worker's own connection
-bench_start "max_connections = $((WORKERS + PRODUCERS + 10))" "max_wal_size = 8GB"
-bench_sql "CREATE SEQUENCE public.bench_jobs_token_seq;
-CREATE TABLE public.bench_jobs (LIKE aion_wake.outbox INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING STORAGE,
-	PRIMARY KEY (dispatch_key)) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01,
-	autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_insert_scale_factor = 0.05,
-	autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 0);
-CREATE INDEX ON public.bench_jobs (topic, visible_after);
-CREATE FUNCTION public.bench_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS
-	\$\$BEGIN PERFORM pg_notify('bench_jobs', ''); RETURN NULL; END\$\$;
-CREATE TRIGGER bench_jobs_notify AFTER INSERT ON public.bench_jobs
-	FOR EACH STATEMENT EXECUTE FUNCTION public.bench_jobs_notify();
-GRANT ALL ON public.bench_jobs, public.bench_jobs_token_seq TO PUBLIC" >/dev/null
+throughput_setup throughput "max_connections = $((WORKERS + PRODUCERS + 10))" "max_wal_size = 8GB"
 
 if [ "$PEERS" = 1 ]; then
 	# graphile-worker from npm, into the run's own directory

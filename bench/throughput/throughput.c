@@ -7,6 +7,7 @@
  *   throughput MODE burn N WORKERS BATCH
  *   throughput MODE cont RATE SECONDS WORKERS BATCH PRODUCERS
  *   throughput MODE latency ROWS SAMPLES
+ *   throughput MODE count N OPS BATCH
  *
  * MODE is one of
  *   single    aion_wake.claim(topic, 1) then aion_wake.complete(key, token):
@@ -53,6 +54,9 @@
  *   run), then SAMPLES times, one client: enqueue one fresh row with an
  *   earlier fence than the backlog (so it is the one claimed), claim it,
  *   settle it; and separately claim + hand-off; per-statement latency.
+ * count: N jobs enqueued as for burn, then one connection settles OPS rows
+ *   of them as a burn worker does and disconnects; prints that backend's
+ *   pid (count.sh counts its instructions under callgrind).
  *
  * Around the measured phase it reads pg_current_wal_lsn(), pg_stat_wal and
  * pg_stat_database.xact_commit after the measured connections have ended
@@ -736,6 +740,64 @@ reset_tables(PGconn *mon)
 }
 
 /*
+ * Empty both queues, enqueue n jobs into the mode's queue in one
+ * transaction, and checkpoint, so that every mode starts with the same
+ * full-page writes ahead of it.
+ */
+static void
+load_jobs(PGconn *setup, long n)
+{
+	reset_tables(setup);
+	if (n > 0)
+	{
+		char		nb[32];
+		const char *v[1] = {nb};
+		PGresult   *r;
+
+		snprintf(nb, sizeof(nb), "%ld", n);
+		r = run(setup, PGRES_TUPLES_OK, mode >= M_SQL
+				? "WITH i AS (INSERT INTO public.bench_jobs (dispatch_key, topic) SELECT 'j' || g, 'bench' FROM generate_series(0, $1::int - 1) g RETURNING 1) SELECT count(*) FROM i"
+				: "SELECT count(*) FILTER (WHERE aion_wake.enqueue('j' || g, '{}'::jsonb, 'bench')) FROM generate_series(0, $1::int - 1) g",
+				1, v);
+		if (atol(PQgetvalue(r, 0, 0)) != n)
+			die("enqueued %s rows, not %ld", PQgetvalue(r, 0, 0), n);
+		PQclear(r);
+	}
+	PQclear(run(setup, PGRES_COMMAND_OK, "CHECKPOINT", 0, NULL));
+}
+
+/*
+ * count: n jobs loaded as for burn, then one worker settles ops rows of
+ * them as burn's workers do, and disconnects.  Prints that worker's
+ * backend pid: count.sh runs the server under callgrind and reads the
+ * instructions of that backend alone.
+ */
+static void
+run_count(long n, long ops)
+{
+	PGconn	   *setup = connect_db();
+	Worker	   *w = &workers[0];
+	Rows		rw = {0};
+	int			want = (mode == M_BATCH || mode == M_SQLBATCH) ? batch : 1;
+	char		pid[32];
+
+	load_jobs(setup, n);
+	PQfinish(setup);
+	w->conn = connect_db();
+	run_value(w->conn, "SELECT pg_backend_pid()", 0, NULL, pid, sizeof(pid));
+	prepare_worker(w->conn);
+	while (w->rows < ops)
+	{
+		if (rw.n == 0 && do_claim(w, &rw, want) == 0)
+			die("the queue ran dry after %ld rows", w->rows);
+		do_settle(w, &rw);
+	}
+	PQfinish(w->conn);
+	printf("RESULT mode=%s phase=count rows=%ld settled=%ld pid=%s\n",
+		   mode_name, n, w->rows, pid);
+}
+
+/*
  * THROUGHPUT_WAITS=1: while the workers run, sample every 10 ms what their
  * active backends wait for (pg_stat_activity.wait_event; none: on CPU or
  * runnable) and print the shares in the RESULT line ("waits=").  A
@@ -842,24 +904,7 @@ run_throughput(PGconn *mon, long n)
 	 * exits) then fall before the measured phase.
 	 */
 	setup = connect_db();
-	reset_tables(setup);
-	if (!continuous)
-	{
-		char		nb[32];
-		const char *v[1] = {nb};
-		PGresult   *r;
-
-		snprintf(nb, sizeof(nb), "%ld", n);
-		r = run(setup, PGRES_TUPLES_OK, mode >= M_SQL
-				? "WITH i AS (INSERT INTO public.bench_jobs (dispatch_key, topic) SELECT 'j' || g, 'bench' FROM generate_series(0, $1::int - 1) g RETURNING 1) SELECT count(*) FROM i"
-				: "SELECT count(*) FILTER (WHERE aion_wake.enqueue('j' || g, '{}'::jsonb, 'bench')) FROM generate_series(0, $1::int - 1) g",
-				1, v);
-		if (atol(PQgetvalue(r, 0, 0)) != n)
-			die("enqueued %s rows, not %ld", PQgetvalue(r, 0, 0), n);
-		PQclear(r);
-	}
-	/* every mode starts right after a checkpoint: the same full-page writes */
-	PQclear(run(setup, PGRES_COMMAND_OK, "CHECKPOINT", 0, NULL));
+	load_jobs(setup, continuous ? 0 : n);
 	PQfinish(setup);
 	baseline_children = -1;
 	read_stats(mon, &s0);
@@ -1092,7 +1137,7 @@ main(int argc, char **argv)
 	PGconn	   *mon;
 
 	if (argc < 3)
-		die("usage: throughput MODE burn N WORKERS BATCH | MODE cont RATE SECONDS WORKERS BATCH PRODUCERS | single latency ROWS SAMPLES");
+		die("usage: throughput MODE burn N WORKERS BATCH | MODE cont RATE SECONDS WORKERS BATCH PRODUCERS | MODE count N OPS BATCH | single latency ROWS SAMPLES");
 	mode_name = argv[1];
 	mode = parse_mode(argv[1]);
 	if (getenv("THROUGHPUT_POLL_MS") != NULL)
@@ -1150,6 +1195,13 @@ main(int argc, char **argv)
 		total_rows = (long) (rate * seconds);
 		sched = calloc(total_rows, sizeof(int64_t));
 		run_throughput(mon, 0);
+	}
+	else if (strcmp(argv[2], "count") == 0 && argc == 6)
+	{
+		batch = atoi(argv[5]);
+		if (batch < 1 || atol(argv[4]) < 1 || atol(argv[4]) > atol(argv[3]))
+			die("bad arguments");
+		run_count(atol(argv[3]), atol(argv[4]));
 	}
 	else
 		die("bad arguments");
