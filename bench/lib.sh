@@ -102,15 +102,20 @@ bench_start() {
 	# with the extension installed, and it sleeps until something wakes it.
 	# Wake it now, while the table is empty: otherwise the rebuild lands in
 	# the middle of a measured run (see README, "Findings").
-	bench_sql "SELECT aion_wake.pulse('bench_start', 1)" >/dev/null
+	bench_wake_worker "$BENCH_TMP/server.log"
+	bench_log "cluster up in $BENCH_TMP (port $BENCH_PORT, max_parked_rows $(bench_sql "SHOW aion_wake.max_parked_rows"))"
+}
+
+# bench_wake_worker LOG: wake the aion_wake worker and wait (30 s at
+# most) until LOG, the server's, says it rebuilt its set.
+bench_wake_worker() {
 	local i
+	bench_sql "SELECT aion_wake.pulse('bench_start', 1)" >/dev/null
 	for ((i = 0; i < 3000; i++)); do
-		grep -q 'rebuilt the parked set' "$BENCH_TMP/server.log" && break
+		grep -q 'rebuilt the parked set' "$1" && return 0
 		sleep 0.01
 	done
-	grep -q 'rebuilt the parked set' "$BENCH_TMP/server.log" \
-		|| bench_log "warning: the aion_wake worker has not rebuilt its set yet"
-	bench_log "cluster up in $BENCH_TMP (port $BENCH_PORT, max_parked_rows $(bench_sql "SHOW aion_wake.max_parked_rows"))"
+	bench_log "warning: the aion_wake worker has not rebuilt its set yet"
 }
 
 # bench_sql SQL: run SQL in database postgres, print unaligned tuples.

@@ -18,6 +18,19 @@
 #include "aw_args.h"
 
 /*
+ * The priority a walk from below starts at when below is above 0: the
+ * topic's highest priority below it and above 0, else 0.  The walk's first
+ * step, and the first look of a claim of one row (claim.c).
+ */
+#define AW_TOP_PRIORITY(topic, below) \
+"COALESCE(( " \
+"  SELECT p.priority FROM aion_wake.outbox p " \
+"   WHERE p.topic OPERATOR(pg_catalog.=) " topic " " \
+"     AND p.priority OPERATOR(pg_catalog.<) " below " " \
+"     AND p.priority OPERATOR(pg_catalog.>) 0 " \
+"   ORDER BY p.priority DESC LIMIT 1), 0) "
+
+/*
  * From the 1.2 schema the outbox's one index by topic is (topic, priority
  * DESC, visible_after).  A statement that wants a topic's rows by fence,
  * whatever their priority (the rows to claim, the next fence ahead, the
@@ -47,19 +60,6 @@
  * of the FROM list outside a LATERAL subquery.  AW_TOPIC_PRIORITIES walks
  * every priority.
  */
-/*
- * The priority a walk from below starts at when below is above 0: the
- * topic's highest priority below it and above 0, else 0.  The walk's first
- * step, and the first look of a claim of one row (claim.c).
- */
-#define AW_TOP_PRIORITY(topic, below) \
-"COALESCE(( " \
-"  SELECT p.priority FROM aion_wake.outbox p " \
-"   WHERE p.topic OPERATOR(pg_catalog.=) " topic " " \
-"     AND p.priority OPERATOR(pg_catalog.<) " below " " \
-"     AND p.priority OPERATOR(pg_catalog.>) 0 " \
-"   ORDER BY p.priority DESC LIMIT 1), 0) "
-
 #define AW_PRIORITY_WALK(topic, below, stop) \
 "WITH RECURSIVE r(p) AS ( " \
 "  SELECT CASE WHEN " below " OPERATOR(pg_catalog.>) 0 " \

@@ -23,11 +23,10 @@
 # Usage (as root, or as a user that can run postgres; valgrind installed):
 #   bench/throughput/count.sh
 # Settings (environment): COUNT_MODES ("sql single sqlhandoff handoff
-# sqlbatch batch"),
-# COUNT_JOBS (5000), COUNT_OPS ("1000 3000"), COUNT_BATCH (100, the batch
-# modes' B), COUNT_KEEP (a directory: keep each run's callgrind file there
-# as MODE.OPS, for callgrind_annotate), PG_CONFIG (pg_config).  Takes about 3 minutes with the
-# defaults.
+# sqlbatch batch"), COUNT_JOBS (5000), COUNT_OPS ("1000 3000"),
+# COUNT_BATCH (100, the batch modes' B), COUNT_KEEP (a directory: keep
+# each run's callgrind file there as MODE.OPS, for callgrind_annotate),
+# PG_CONFIG (pg_config).  Takes about 5 minutes with the defaults.
 #
 # Prints one line per mode: instructions per row, and the ratio of the
 # hand-written mode of its kind to it (1.00: the same cost; above 1:
@@ -66,13 +65,9 @@ for ((i = 0; i < 600; i++)); do
 	sleep 0.2
 done
 bench_sql "SELECT 1" >/dev/null
-# the worker rebuilds the parked set when first woken: wake it now, as
-# bench_start does, not in the middle of a counted run
-bench_sql "SELECT aion_wake.pulse('bench_start', 1)" >/dev/null
-for ((i = 0; i < 600; i++)); do
-	grep -q 'rebuilt the parked set' "$BENCH_TMP/valgrind.log" && break
-	sleep 0.2
-done
+# the restarted worker rebuilds the parked set when first woken: not in
+# the middle of a counted run
+bench_wake_worker "$BENCH_TMP/valgrind.log"
 
 # "rows settled, instructions" of one count run's worker backend, once
 # it has exited (a batch settles whole batches: OPS rounded up to B)
