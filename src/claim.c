@@ -228,11 +228,20 @@ static SPIPlanPtr aw_claim_one_plan;
  * The first look of a claim of one row of one topic: the walk's first step
  * alone.  It takes the oldest visible row nobody holds of the priority the
  * walk would start at (AW_TOP_PRIORITY: the highest below $6 above 0,
- * else 0), and finds it again by its key to lease it, in a plan of a
- * handful of nodes; the walk's statement has four times as many, which
- * every execution sets up.  When it takes nothing the claim runs the walk
+ * else 0), locks it, and leases it by its key, in a plan of a handful
+ * of nodes; the walk's statement has four times as many, which every
+ * execution sets up.  When it takes nothing the claim runs the walk
  * (aw_claim_once), which looks at that priority again and goes on below
- * it.  The same parameters and result as aw_claim_one_sql.
+ * it.  The same parameters and result as aw_claim_one_sql; the claim runs
+ * it only when it wants one row and the topic may take one, so its LIMIT
+ * is 1 ($2 and $4 are not read).
+ *
+ * The UPDATE finds the locked row by "= (SELECT ... FROM c)" and returns
+ * the old fence and parked flag as two more initplans over c: no second
+ * WITH and no join of the two (24,000 instructions a claim fewer, of
+ * 700,000).  Joining the UPDATE to c directly costs about as little, but
+ * a plan kept from a small table then merge-joins c with a read of the
+ * whole primary key.
  */
 static const char aw_claim_top_sql[] =
 "WITH c AS (SELECT o.dispatch_key, o.visible_after AS old_fence, "
@@ -241,19 +250,15 @@ static const char aw_claim_top_sql[] =
 "            WHERE o.topic OPERATOR(pg_catalog.=) $1[1] "
 "              AND o.priority OPERATOR(pg_catalog.=) " AW_TOP_PRIORITY("$1[1]", "$6[1]")
 "              AND o.visible_after OPERATOR(pg_catalog.<=) $3 "
-"            ORDER BY o.visible_after LIMIT LEAST($2[1], $4, 1) "
-"              FOR UPDATE OF o SKIP LOCKED), "
-"u AS (UPDATE aion_wake.outbox o "
-"         SET visible_after = $5, parked_at = NULL, leased_until = $5, "
-"             lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass) "
-"       WHERE o.dispatch_key OPERATOR(pg_catalog.=) (SELECT c.dispatch_key FROM c) "
-"   RETURNING o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, "
-"             o.enqueued_at, o.last_error, o.lease_token, o.parked_at, o.leased_until, "
-"             o.priority) "
-"SELECT u.dispatch_key, u.topic, u.payload, u.attempt, u.visible_after, u.enqueued_at, "
-"       u.last_error, u.lease_token, u.parked_at, u.leased_until, u.priority, "
-"       c.old_fence, c.was_parked, u.topic, true "
-"  FROM u, c";
+"            ORDER BY o.visible_after LIMIT 1 "
+"              FOR UPDATE OF o SKIP LOCKED) "
+"UPDATE aion_wake.outbox o "
+"   SET visible_after = $5, parked_at = NULL, leased_until = $5, "
+"       lease_token = pg_catalog.nextval('aion_wake.lease_token_seq'::pg_catalog.regclass) "
+" WHERE o.dispatch_key OPERATOR(pg_catalog.=) (SELECT c.dispatch_key FROM c) "
+"RETURNING o.dispatch_key, o.topic, o.payload, o.attempt, o.visible_after, o.enqueued_at, "
+"          o.last_error, o.lease_token, o.parked_at, o.leased_until, o.priority, "
+"          (SELECT c.old_fence FROM c), (SELECT c.was_parked FROM c), o.topic, true";
 
 static SPIPlanPtr aw_claim_top_plan;
 
@@ -757,7 +762,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		{
 			n = aw_plan_run(aw_plan_prepare(&aw_claim_top_plan, aw_claim_top_sql, 7,
 											aw_claim_types),
-							args, NULL, SPI_OK_SELECT);
+							args, NULL, SPI_OK_UPDATE_RETURNING);
 			if (n == 0)
 				aw_first_look_missed(c->topics[0].name);
 		}

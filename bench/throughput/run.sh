@@ -49,10 +49,17 @@
 # results/throughput.md (the tables, markdown) and results/raw.txt (the
 # RESULT lines).  Exits 0 whatever the figures; non-zero only if a run fails.
 #
-# With THROUGHPUT_PEERS=1 the burn-down also runs graphile-worker
-# (THROUGHPUT_GRAPHILE_VERSION, 0.17.3, installed with npm into the run's
-# directory; needs node) with the configuration of its own Performance
-# page (peers/graphile.js), once per round, on the same cluster.
+# With THROUGHPUT_PEERS=1 the burn-down also runs, once per round, on the
+# same cluster, with npm installing them into the run's directory (needs
+# node and npm):
+#   graphile-worker (THROUGHPUT_GRAPHILE_VERSION, 0.17.3) with the
+#   configuration of its own Performance page (peers/graphile.js);
+#   pg-boss (THROUGHPUT_PGBOSS_VERSION, 12.38.0, run by Node 22 from npm's
+#   node package, as pg-boss 11 and later need Node 22 and Debian 12 has
+#   18) with the settings its option documentation gives for a backlog
+#   (peers/pgboss.js): THROUGHPUT_WORKERS workers fetching and completing
+#   THROUGHPUT_BATCH jobs at a time, fetching again at once while batches
+#   come back full.
 #
 # Usage (as root -- the server and the client then run as postgres -- or as
 # postgres):   bench/throughput/run.sh
@@ -83,6 +90,7 @@ CONT=${THROUGHPUT_CONT:-1}
 BACKLOG=${THROUGHPUT_BACKLOG:-}
 PEERS=${THROUGHPUT_PEERS:-0}
 GW_VERSION=${THROUGHPUT_GRAPHILE_VERSION:-0.17.3}
+PB_VERSION=${THROUGHPUT_PGBOSS_VERSION:-12.38.0}
 SAMPLES=${THROUGHPUT_SAMPLES:-2000}
 PG_CONFIG=${PG_CONFIG:-pg_config}
 PG_BINDIR=$($PG_CONFIG --bindir)
@@ -102,11 +110,19 @@ if [ "$PEERS" = 1 ]; then
 	mkdir -p "$tmp/gw"
 	cp "$here/peers/graphile.js" "$tmp/gw/"
 	(cd "$tmp/gw" && npm install --silent --no-audit --no-fund "graphile-worker@$GW_VERSION" >/dev/null)
-	chmod -R a+rX "$tmp/gw"
+	# pg-boss, and the Node it needs
+	mkdir -p "$tmp/pb"
+	cp "$here/peers/pgboss.js" "$tmp/pb/"
+	(cd "$tmp/pb" && npm install --silent --no-audit --no-fund node@22 "pg-boss@$PB_VERSION" pg >/dev/null)
+	chmod -R a+rX "$tmp/gw" "$tmp/pb"
 fi
+peer_url="postgres://postgres@/postgres?host=$BENCH_TMP&port=$BENCH_PORT"
 peer_graphile() {
-	bench_as_pg env GW_URL="postgres://postgres@/postgres?host=$BENCH_TMP&port=$BENCH_PORT" \
-		node "$tmp/gw/graphile.js" "$JOBS"
+	bench_as_pg env GW_URL="$peer_url" node "$tmp/gw/graphile.js" "$JOBS"
+}
+peer_pgboss() {
+	bench_as_pg env PB_URL="$peer_url" "$tmp/pb/node_modules/.bin/node" "$tmp/pb/pgboss.js" \
+		"$JOBS" "$WORKERS" "$BATCH"
 }
 
 client() {
@@ -128,9 +144,11 @@ for ((rep = 1; rep <= REPS; rep++)); do
 		log "burn $rep $line"
 	done
 	if [ "$PEERS" = 1 ]; then
-		line=$(peer_graphile)
-		echo "$line rep=$rep" >>"$raw"
-		log "burn $rep $line"
+		for peer in peer_graphile peer_pgboss; do
+			line=$($peer)
+			echo "$line rep=$rep" >>"$raw"
+			log "burn $rep $line"
+		done
 	fi
 done
 if [ "$CONT" = 1 ]; then
@@ -174,6 +192,7 @@ label() {
 	sqlbatch) echo "hand-written batch claim + DELETE, B = $BATCH" ;;
 	batch) echo "aion_wake claim(B) + complete_many(keys[], tokens[], next_rows => B), B = $BATCH" ;;
 	graphile) echo "graphile-worker $GW_VERSION, its Performance page's configuration (concurrentJobs 24, maxPoolSize 25, localQueue 500, completeJobBatchDelay 0, failJobBatchDelay 0)" ;;
+	pgboss) echo "pg-boss $PB_VERSION: localConcurrency $WORKERS, batchSize $BATCH, burstWhenBatchFull, pollingIntervalSeconds 0.5" ;;
 	esac
 }
 
@@ -192,7 +211,7 @@ so=$("$PG_CONFIG" --pkglibdir)/aion_wake.so
 	echo "| mode | jobs/s | makespan s | / hand-written | / hand-written of its kind | server CPU us/row | WAL B/row | WAL flushes/row | commits/row | statements/row | runs (jobs/s) | wait events (median run) |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 	burnmodes=$MODES
-	[ "$PEERS" = 1 ] && burnmodes="$MODES graphile"
+	[ "$PEERS" = 1 ] && burnmodes="$MODES graphile pgboss"
 	for m in $burnmodes; do
 		if grep -q "mode=$m phase=burn skip=" "$raw"; then
 			echo "| $(label "$m") | needs 1.2 (aion_wake.complete_many missing) | | | | | | | | | | |"
@@ -201,7 +220,7 @@ so=$("$PG_CONFIG" --pkglibdir)/aion_wake.so
 		j=$(burnstat "$m" jobs_s)
 		rb="-"
 		case $m in
-		batch | sqlbatch | graphile) rb=$(div "$j" "$bbase") ;;
+		batch | sqlbatch | graphile | pgboss) rb=$(div "$j" "$bbase") ;;
 		handoff | sqlhandoff) rb=$(div "$j" "$hbase") ;;
 		esac
 		runs=$(grep "mode=$m phase=burn " "$raw" | field jobs_s | paste -sd' ')
