@@ -149,6 +149,8 @@ new_chroot() {
 		deb $mirror $suite-updates main
 		deb $security $suite-security main
 	EOF
+	# a mirror that answers badly once is asked again
+	echo 'Acquire::Retries "3";' >"$dir/etc/apt/apt.conf.d/99aw-retries"
 	mount_chroot "$dir"
 	in_chroot "$dir" apt-get update -qq >>"$log" 2>&1 || fail_log "apt-get update in $dir"
 }

@@ -305,10 +305,11 @@ prepare_chroot() {
 		say "apt-get install $pkgs"
 		cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 		# shellcheck disable=SC2086
-		if ! { in_chroot apt-get -q -o Acquire::Check-Valid-Until=false update &&
+		# (Acquire::Retries: a mirror that answers badly once is asked again)
+		if ! { in_chroot apt-get -q -o Acquire::Retries=3 -o Acquire::Check-Valid-Until=false update &&
 			{ [ "${AW_CHROOT_UPGRADE:-0}" != 1 ] ||
-				in_chroot apt-get -q -y -o Dpkg::Options::=--force-confold upgrade; } &&
-			in_chroot apt-get -q -y -o Dpkg::Options::=--force-confold install $pkgs; } \
+				in_chroot apt-get -q -y -o Acquire::Retries=3 -o Dpkg::Options::=--force-confold upgrade; } &&
+			in_chroot apt-get -q -y -o Acquire::Retries=3 -o Dpkg::Options::=--force-confold install $pkgs; } \
 			>"$root/apt.log" 2>&1; then
 			tail -40 "$root/apt.log"
 			echo "versions: apt-get in the chroot for $m failed (log: $root/apt.log)" >&2
