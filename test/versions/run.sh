@@ -304,12 +304,14 @@ prepare_chroot() {
 	if [ $missing = 1 ] || [ "${AW_CHROOT_UPGRADE:-0}" = 1 ]; then
 		say "apt-get install $pkgs"
 		cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+		# a mirror that answers badly once is asked again (written here,
+		# not at the debootstrap, so that a reused chroot has it too)
+		echo 'Acquire::Retries "3";' >"$root/etc/apt/apt.conf.d/99aw-retries"
 		# shellcheck disable=SC2086
-		# (Acquire::Retries: a mirror that answers badly once is asked again)
-		if ! { in_chroot apt-get -q -o Acquire::Retries=3 -o Acquire::Check-Valid-Until=false update &&
+		if ! { in_chroot apt-get -q -o Acquire::Check-Valid-Until=false update &&
 			{ [ "${AW_CHROOT_UPGRADE:-0}" != 1 ] ||
-				in_chroot apt-get -q -y -o Acquire::Retries=3 -o Dpkg::Options::=--force-confold upgrade; } &&
-			in_chroot apt-get -q -y -o Acquire::Retries=3 -o Dpkg::Options::=--force-confold install $pkgs; } \
+				in_chroot apt-get -q -y -o Dpkg::Options::=--force-confold upgrade; } &&
+			in_chroot apt-get -q -y -o Dpkg::Options::=--force-confold install $pkgs; } \
 			>"$root/apt.log" 2>&1; then
 			tail -40 "$root/apt.log"
 			echo "versions: apt-get in the chroot for $m failed (log: $root/apt.log)" >&2
