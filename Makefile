@@ -11,6 +11,7 @@ OBJS = \
 	src/args.o \
 	src/batch.o \
 	src/claim.o \
+	src/claim_direct.o \
 	src/claim_wait.o \
 	src/fence_heap.o \
 	src/lease_ledger.o \
@@ -49,7 +50,7 @@ SHLIB_LINK_INTERNAL = $(libpq)
 # regression.diffs, regression.out and log/ at the top, which PGXS's clean
 # removes.  The temporary instance stays under test/, apart from TAP's
 # tmp_check/: pg_regress removes its instance directory before it starts.
-REGRESS = setup protocol outbox security limits monitoring batch batch_books rates rates_attacks priorities
+REGRESS = setup protocol outbox security limits monitoring batch batch_books rates rates_attacks priorities claim_direct
 REGRESS_OPTS = --temp-config=test/aion_wake.conf --temp-instance=test/tmp_check \
 	--load-extension=aion_wake
 

@@ -175,6 +175,51 @@ aw_wait_event_wait_database(void)
 }
 
 /*
+ * A claim's first look without the executor (src/claim_direct.c): an
+ * index scan, and the index entries of an updated row.  PostgreSQL 18
+ * gave index_beginscan() an IndexScanInstrumentation (NULL: none) and 19
+ * scan flags (SO_NONE).  16 made simple_table_tuple_update() say which
+ * indexes want new entries as a TU_UpdateIndexes (none, all, or the
+ * summarizing ones only), where 15 has a bool, and gave
+ * ExecInsertIndexTuples() whether only the summarizing ones; 19 folded
+ * its booleans into flags.  AwUpdateIndexes is what
+ * simple_table_tuple_update() fills in, AW_UPDATE_INDEXES_ANY(u) whether
+ * any index wants an entry.
+ */
+#if PG_VERSION_NUM >= 190000
+#define aw_index_beginscan(heap, index, snapshot, nkeys) \
+	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), 0, SO_NONE)
+#elif PG_VERSION_NUM >= 180000
+#define aw_index_beginscan(heap, index, snapshot, nkeys) \
+	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), 0)
+#else
+#define aw_index_beginscan(heap, index, snapshot, nkeys) \
+	index_beginscan((heap), (index), (snapshot), (nkeys), 0)
+#endif
+
+#if PG_VERSION_NUM >= 160000
+#define AwUpdateIndexes TU_UpdateIndexes
+#define AW_UPDATE_INDEXES_ANY(u) ((u) != TU_None)
+#else
+#define AwUpdateIndexes bool
+#define AW_UPDATE_INDEXES_ANY(u) (u)
+#endif
+
+#if PG_VERSION_NUM >= 190000
+#define aw_insert_update_index_tuples(rri, slot, estate, u) \
+	ExecInsertIndexTuples((rri), (estate), EIIT_IS_UPDATE | \
+						  ((u) == TU_Summarizing ? EIIT_ONLY_SUMMARIZING : 0), \
+						  (slot), NIL, NULL)
+#elif PG_VERSION_NUM >= 160000
+#define aw_insert_update_index_tuples(rri, slot, estate, u) \
+	ExecInsertIndexTuples((rri), (slot), (estate), true, false, NULL, NIL, \
+						  (u) == TU_Summarizing)
+#else
+#define aw_insert_update_index_tuples(rri, slot, estate, u) \
+	ExecInsertIndexTuples((rri), (slot), (estate), true, false, NULL, NIL)
+#endif
+
+/*
  * Changes that needed only an #include (valid on every major):
  *
  * - 18: common/int.h (pg_add_s64_overflow and friends) is no longer

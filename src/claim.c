@@ -418,6 +418,25 @@ aw_claim_take_row(AwClaim *c, AwClaimTopic *t, Datum *values, bool *nulls)
 	}
 }
 
+/*
+ * A row a claim's statement (or its first look, claim_direct.c) leased:
+ * taken as aw_claim_take_row takes it, its claim latency observed and the
+ * fence the lost-wake detector watches moved, and, if it was parked, its
+ * entry forgotten at commit.
+ */
+static void
+aw_claim_took(AwClaim *c, AwClaimTopic *t, Datum *values, bool *nulls,
+			  TimestampTz now, TimestampTz old_fence, bool was_parked)
+{
+	aw_claim_take_row(c, t, values, nulls);
+	aw_monitor_observe(AW_HIST_CLAIM_LATENCY, now - old_fence);
+	if (old_fence > c->mon_after &&
+		(t->mon_fence == 0 || old_fence < t->mon_fence))
+		t->mon_fence = old_fence;
+	if (was_parked)
+		aw_xact_record_forget(TextDatumGetCString(values[0]));
+}
+
 /* The callback of a claiming re-offer round: a parked row leased to us. */
 static void
 aw_claim_parked_row(void *arg, HeapTuple tup, TupleDesc desc, int first)
@@ -600,6 +619,7 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	int32		pbelow[AW_WAIT_MAX_TOPICS];	/* 1.2: priorities done with */
 	int32		pfloor[AW_WAIT_MAX_TOPICS];	/* 1.2: the lowest of a share */
 	int			rounds;
+	bool		first_took;		/* the first look leased a row */
 
 	/*
 	 * The schema this attempt acts on: the one installed now, which no
@@ -756,17 +776,40 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		for (i = 0; i < c->ntopics; i++)
 			c->topics[i].got_before = c->topics[i].got;
 
+		/*
+		 * A claim of one row of one topic looks first, without the
+		 * executor where it can (claim_direct.c), else with its statement.
+		 */
 		n = 0;
+		first_took = false;
 		if (version >= 12 && c->ntopics == 1 && rounds == 0 && want == 1 &&
 			aw_first_look_wanted(c->topics[0].name))
 		{
-			n = aw_plan_run(aw_plan_prepare(&aw_claim_top_plan, aw_claim_top_sql, 7,
-											aw_claim_types),
-							args, NULL, SPI_OK_UPDATE_RETURNING);
-			if (n == 0)
+			Datum		values[AW_OUTBOX_MAX_NATTS];
+			bool		nulls[AW_OUTBOX_MAX_NATTS];
+			TimestampTz old_fence;
+			bool		was_parked;
+
+			switch (aw_claim_direct(c->topics[0].name, pbelow[0], now, c->lease_end,
+									values, nulls, &old_fence, &was_parked))
+			{
+				case AW_DIRECT_TOOK:
+					aw_claim_took(c, &c->topics[0], values, nulls, now, old_fence,
+								  was_parked);
+					first_took = true;
+					break;
+				case AW_DIRECT_NONE:
+					break;
+				case AW_DIRECT_UNFIT:
+					n = aw_plan_run(aw_plan_prepare(&aw_claim_top_plan, aw_claim_top_sql, 7,
+													aw_claim_types),
+									args, NULL, SPI_OK_UPDATE_RETURNING);
+					break;
+			}
+			if (!first_took && n == 0)
 				aw_first_look_missed(c->topics[0].name);
 		}
-		if (n == 0)
+		if (n == 0 && !first_took)
 			n = aw_plan_run(aw_claim_plan(version, nq), args, NULL, SPI_OK_SELECT);
 		for (r = 0; r < n; r++)
 		{
@@ -786,22 +829,9 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 			}
 			for (a = 0; a < c->natts; a++)
 				values[a] = SPI_getbinval(tup, desc, a + 1, &nulls[a]);
-			aw_claim_take_row(c, t, values, nulls);
-
-			/* monitoring: how long the row was claimable; the detector's fence */
-			{
-				TimestampTz old_fence =
-					DatumGetTimestampTz(SPI_getbinval(tup, desc, pnatts + 1, &isnull));
-
-				aw_monitor_observe(AW_HIST_CLAIM_LATENCY, now - old_fence);
-				if (old_fence > c->mon_after &&
-					(t->mon_fence == 0 || old_fence < t->mon_fence))
-					t->mon_fence = old_fence;
-			}
-
-			/* a claimed row is no longer parked: forget its entry at commit */
-			if (DatumGetBool(SPI_getbinval(tup, desc, pnatts + 2, &isnull)))
-				aw_xact_record_forget(TextDatumGetCString(values[0]));
+			aw_claim_took(c, t, values, nulls, now,
+						  DatumGetTimestampTz(SPI_getbinval(tup, desc, pnatts + 1, &isnull)),
+						  DatumGetBool(SPI_getbinval(tup, desc, pnatts + 2, &isnull)));
 		}
 
 		/*

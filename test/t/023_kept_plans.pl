@@ -114,10 +114,19 @@ SELECT aion_wake.enqueue('$tag-q', '{}', 'prio2', priority => 1);});
 	# claims take the highest priority first, whatever the plan was made
 	# on: a claim of one row looks at the priority the walk starts at
 	# first (in the big table priority 9, whose rows' fences are all
-	# ahead, so it walks on)
+	# ahead, so it walks on).  Under REPEATABLE READ that look runs its
+	# statement, whose plan is kept here too; in READ COMMITTED it runs
+	# without the executor (src/claim_direct.c).
+	$s->query_safe(qq{
+SELECT aion_wake.enqueue('$tag-r', '{}', 'prio', priority => 2)});
+	$s->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
 	is( $s->query_safe(q{
 SELECT priority FROM aion_wake.claim('prio', 1)}),
 		'2', "$tag: a claim of one row takes the highest priority first");
+	$s->query_safe('COMMIT');
+	is( $s->query_safe(q{
+SELECT priority FROM aion_wake.claim('prio', 1)}),
+		'2', "$tag: in READ COMMITTED too");
 	is( $s->query_safe(q{
 SELECT string_agg(priority::text, ',') FROM aion_wake.claim('prio', 2)}),
 		'1,0', "$tag: a claim of two rows too");
@@ -251,17 +260,32 @@ SELECT priority FROM aion_wake.outbox WHERE topic = 'zero' ORDER BY priority DES
 like($probe, qr/Heap Fetches: (?:[2-9]\d\d|\d{4,})/,
 	'a probe for the highest priority visits the versions that head the topic')
   or diag($probe);
-# a claim of one row looks at the walk's first priority alone; a claim
-# of two walks
+# a claim of one row looks at the walk's first priority alone (its
+# statement, under REPEATABLE READ); a claim of two walks
 $offset = start_logging_plans($s, 1);
+$s->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
 is($s->query_safe(q{SELECT dispatch_key FROM aion_wake.claim('zero', 1)}),
 	'z201', 'the claim of one row takes the oldest row left');
+$s->query_safe('COMMIT');
 is($s->query_safe(q{SELECT string_agg(dispatch_key, ',') FROM aion_wake.claim('zero', 2)}),
 	'z202,z203', 'the claim of two rows the next two');
 stop_logging_plans();
+$log = slurp_file($node->logfile, $offset);
+
+# in READ COMMITTED the claim of one row runs no statement: its first
+# look finds, locks and leases the row without the executor
+$offset = start_logging_plans($s, 1);
+is($s->query_safe(q{SELECT dispatch_key FROM aion_wake.claim('zero', 1)}),
+	'z204', 'in READ COMMITTED, the claim of one row takes the next');
+stop_logging_plans();
 $holder->query_safe('COMMIT');
 $holder->quit;
-$log = slurp_file($node->logfile, $offset);
+my $direct_log = slurp_file($node->logfile, $offset);
+like($direct_log, qr/Query Text: SELECT dispatch_key FROM aion_wake\.claim\('zero', 1\)/,
+	'its call\'s plan was logged');
+unlike($direct_log, qr/WITH c AS|WITH RECURSIVE/,
+	'but neither the first look\'s statement nor the walk ran')
+  or diag($direct_log);
 for my $which (['walk', qr/LATERAL \(WITH RECURSIVE r\(p\) AS/],
 	['first look', qr/WITH c AS \(SELECT o.dispatch_key, o.visible_after AS old_fence/])
 {
@@ -301,15 +325,19 @@ $node->safe_psql('onep', 'VACUUM ANALYZE aion_wake.outbox');
 my $one = aw_session($node, 'onep');
 is($one->query_safe(q{SELECT count(*) FROM aion_wake.claim(ARRAY['one', 'two'], 1)}),
 	'1', 'a claim made on rows of one priority');
+$one->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
 is($one->query_safe(q{SELECT count(*) FROM aion_wake.claim('one', 1)}),
-	'1', 'and a claim of one row of one topic');
+	'1', 'and a claim of one row of one topic (its statement)');
+$one->query_safe('COMMIT');
 $node->safe_psql('onep', q{
 INSERT INTO aion_wake.outbox (dispatch_key, topic, visible_after, enqueued_at, priority)
 SELECT 'm' || g, 'one', clock_timestamp() - interval '1 hour', clock_timestamp(), 1 + g % 9
   FROM generate_series(1, 5000) g;});
 $offset = start_logging_plans($one, 0);
+$one->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
 is($one->query_safe(q{SELECT priority FROM aion_wake.claim('one', 1)}),
 	'9', 'used on rows of ten priorities, it takes the highest');
+$one->query_safe('COMMIT');
 $one->query_safe(q{SELECT count(*) FROM aion_wake.claim(ARRAY['one', 'two'], 2)});
 stop_logging_plans();
 $log = slurp_file($node->logfile, $offset);

@@ -1,0 +1,476 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim_direct.c
+ *	  The first look of a claim of one row (claim.c), done without the
+ *	  executor: one index probe for the topic's priority, one index scan
+ *	  of that priority's visible rows, a tuple lock that skips rows others
+ *	  hold, and a heap update with its index entries.
+ *
+ *	  Why: as a statement (aw_claim_top_sql in claim.c), most of what a
+ *	  claim of one row costs beyond its index reads is the statement's
+ *	  plan start-up and the outbox's CHECK constraints, which PostgreSQL
+ *	  parses again for every UPDATE although none of them reads a column
+ *	  a claim writes (bench/throughput/count.sh counts both).  This file
+ *	  does the same work as that statement, row for row: the same rows
+ *	  found in the same order under a fresh snapshot, locked as FOR UPDATE
+ *	  SKIP LOCKED locks them (a row updated since the snapshot is locked
+ *	  in its latest version and taken only if it still qualifies, as
+ *	  EvalPlanQual rechecks it), and updated with the same values.
+ *
+ *	  It does so only where nothing but those steps would happen: in a
+ *	  READ COMMITTED transaction that may write, when the caller may read
+ *	  and update the outbox, and when the outbox has no triggers, rules,
+ *	  row security, children or stored generated columns, no CHECK
+ *	  constraint that reads a column a claim writes, and the index the
+ *	  statement would use.  Anywhere else it says so, and the claim runs
+ *	  the statement, which does whatever else applies (or raises what the
+ *	  statement would raise).  doc/design.md, "The first look without the
+ *	  executor", says what is kept and how the tests hold it.
+ *
+ * Copyright (c) 2026, aion_wake authors
+ *
+ * IDENTIFICATION
+ *	  src/claim_direct.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/nbtree.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "aw_claim_internal.h"
+#include "aw_compat.h"
+
+/* the outbox's columns, in the order of a claim's result */
+static const char *const aw_direct_colnames[AW_OUTBOX_MAX_NATTS] = {
+	"dispatch_key", "topic", "payload", "attempt", "visible_after",
+	"enqueued_at", "last_error", "lease_token", "parked_at",
+	"leased_until", "priority"
+};
+static const Oid aw_direct_coltypes[AW_OUTBOX_MAX_NATTS] = {
+	TEXTOID, TEXTOID, JSONBOID, INT4OID, TIMESTAMPTZOID,
+	TIMESTAMPTZOID, TEXTOID, INT8OID, TIMESTAMPTZOID,
+	TIMESTAMPTZOID, INT2OID
+};
+
+enum
+{
+	AW_COL_KEY, AW_COL_TOPIC, AW_COL_PAYLOAD, AW_COL_ATTEMPT,
+	AW_COL_VISIBLE_AFTER, AW_COL_ENQUEUED_AT, AW_COL_LAST_ERROR,
+	AW_COL_LEASE_TOKEN, AW_COL_PARKED_AT, AW_COL_LEASED_UNTIL,
+	AW_COL_PRIORITY
+};
+
+/*
+ * What the first look needs of the catalogs, found once and kept until
+ * the next relcache invalidation (any relation: they are rare, and the
+ * outbox's own come with every ALTER, index build and vacuum of it).
+ */
+typedef struct AwDirectShape
+{
+	bool		known;			/* the fields below are filled */
+	bool		fit;			/* and the first look may run here */
+	Oid			rel;			/* aion_wake.outbox */
+	Oid			index;			/* its (topic, priority DESC, visible_after) */
+	Oid			seq;			/* aion_wake.lease_token_seq */
+	AttrNumber	att[AW_OUTBOX_MAX_NATTS];	/* by AW_COL_* */
+	Oid			topic_eq;		/* the index's operators' functions */
+	Oid			prio_eq;
+	Oid			prio_lt;
+	Oid			prio_gt;
+	Oid			fence_le;
+	Oid			topic_coll;		/* the index's collation of topic */
+} AwDirectShape;
+
+static AwDirectShape aw_direct_shape;
+static bool aw_direct_callback_registered = false;
+
+static void
+aw_direct_forget(Datum arg, Oid relid)
+{
+	aw_direct_shape.known = false;
+}
+
+/* The function of the index column's operator strategy, or InvalidOid. */
+static Oid
+aw_direct_op(Relation index, int col, Oid righttype, int16 strategy)
+{
+	Oid			op = get_opfamily_member(index->rd_opfamily[col],
+										 index->rd_opcintype[col],
+										 righttype, strategy);
+
+	return OidIsValid(op) ? get_opcode(op) : InvalidOid;
+}
+
+/*
+ * Whether a CHECK constraint of rel could fail on a claim's update: one
+ * that reads a column a claim writes (the new values could break it), one
+ * not validated (a row may break it already) or one that calls a function
+ * not immutable (its answer may have changed).  A validated, immutable
+ * constraint of columns the update leaves alone holds after it, since it
+ * held before; if any other exists, the statement, which checks them all,
+ * must run.
+ */
+static bool
+aw_direct_checks_may_fail(Relation rel, const AttrNumber *att)
+{
+	TupleConstr *constr = rel->rd_att->constr;
+	static const int written[] = {AW_COL_VISIBLE_AFTER, AW_COL_LEASE_TOKEN,
+	AW_COL_PARKED_AT, AW_COL_LEASED_UNTIL};
+
+	if (constr == NULL)
+		return false;
+	for (int i = 0; i < constr->num_check; i++)
+	{
+		Node	   *expr = stringToNode(constr->check[i].ccbin);
+		Bitmapset  *cols = NULL;
+
+		if (!constr->check[i].ccvalid || contain_mutable_functions(expr))
+			return true;
+		pull_varattnos(expr, 1, &cols);
+		for (int w = 0; w < (int) lengthof(written); w++)
+			if (bms_is_member(att[written[w]] - FirstLowInvalidHeapAttributeNumber, cols))
+				return true;
+	}
+	return false;
+}
+
+/*
+ * Fill aw_direct_shape from the catalogs and the opened outbox rel and its
+ * index.  Leaves fit false where the first look must not run.
+ */
+static void
+aw_direct_learn(Relation rel, Relation index)
+{
+	AwDirectShape *s = &aw_direct_shape;
+	TupleDesc	desc = RelationGetDescr(rel);
+	Form_pg_index ix = index->rd_index;
+	int			c;
+
+	s->fit = false;
+	s->known = true;
+
+	/* nothing else may happen on an update of the outbox */
+	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relhassubclass ||
+		rel->rd_rel->relrowsecurity || rel->trigdesc != NULL || rel->rd_rules != NULL ||
+		(desc->constr != NULL && desc->constr->has_generated_stored))
+		return;
+
+	/* every column a claim returns or writes, of its type */
+	for (c = 0; c < AW_OUTBOX_MAX_NATTS; c++)
+	{
+		AttrNumber	a = InvalidAttrNumber;
+
+		for (int i = 0; i < desc->natts; i++)
+		{
+			Form_pg_attribute attr = TupleDescAttr(desc, i);
+
+			if (!attr->attisdropped &&
+				strcmp(NameStr(attr->attname), aw_direct_colnames[c]) == 0)
+			{
+				if (attr->atttypid == aw_direct_coltypes[c])
+					a = attr->attnum;
+				break;
+			}
+		}
+		if (a == InvalidAttrNumber)
+			return;
+		s->att[c] = a;
+	}
+	if (TupleDescAttr(desc, s->att[AW_COL_PARKED_AT] - 1)->attnotnull ||
+		aw_direct_checks_may_fail(rel, s->att))
+		return;
+
+	/* the index, as the statement's plan would scan it */
+	if (index->rd_rel->relam != BTREE_AM_OID || ix->indrelid != RelationGetRelid(rel) ||
+		!ix->indisvalid || !ix->indisready || !ix->indislive ||
+		ix->indnatts != 3 || ix->indnkeyatts != 3 ||
+		ix->indkey.values[0] != s->att[AW_COL_TOPIC] ||
+		ix->indkey.values[1] != s->att[AW_COL_PRIORITY] ||
+		ix->indkey.values[2] != s->att[AW_COL_VISIBLE_AFTER] ||
+		RelationGetIndexExpressions(index) != NIL ||
+		RelationGetIndexPredicate(index) != NIL)
+		return;
+	s->topic_eq = aw_direct_op(index, 0, TEXTOID, BTEqualStrategyNumber);
+	s->prio_eq = aw_direct_op(index, 1, INT2OID, BTEqualStrategyNumber);
+	s->prio_lt = aw_direct_op(index, 1, INT2OID, BTLessStrategyNumber);
+	s->prio_gt = aw_direct_op(index, 1, INT2OID, BTGreaterStrategyNumber);
+	s->fence_le = aw_direct_op(index, 2, TIMESTAMPTZOID, BTLessEqualStrategyNumber);
+	s->topic_coll = index->rd_indcollation[0];
+	if (!OidIsValid(s->topic_eq) || !OidIsValid(s->prio_eq) || !OidIsValid(s->prio_lt) ||
+		!OidIsValid(s->prio_gt) || !OidIsValid(s->fence_le))
+		return;
+	s->fit = true;
+}
+
+/*
+ * Tell each index whether a claim's update leaves its key unchanged, the
+ * hint index_insert() passes on (btree's bottom-up deletion uses it): the
+ * executor works it out from the statement's updated columns, which only
+ * a statement has.  An index on expressions is taken as changed.
+ */
+static void
+aw_direct_hint_unchanged(ResultRelInfo *rri)
+{
+	AwDirectShape *s = &aw_direct_shape;
+
+	for (int i = 0; i < rri->ri_NumIndices; i++)
+	{
+		IndexInfo  *ii = rri->ri_IndexRelationInfo[i];
+		bool		unchanged = true;
+
+		for (int k = 0; k < ii->ii_NumIndexKeyAttrs; k++)
+		{
+			AttrNumber	a = ii->ii_IndexAttrNumbers[k];
+
+			if (a <= 0 || a == s->att[AW_COL_VISIBLE_AFTER] ||
+				a == s->att[AW_COL_LEASE_TOKEN] || a == s->att[AW_COL_PARKED_AT] ||
+				a == s->att[AW_COL_LEASED_UNTIL])
+				unchanged = false;
+		}
+		ii->ii_CheckedUnchanged = true;
+		ii->ii_IndexUnchanged = unchanged;
+	}
+}
+
+/* The index's entries of topic whose priority is op than value. */
+static void
+aw_direct_keys(ScanKey keys, Datum topic, Oid prio_op, int16 prio_strategy, int16 prio)
+{
+	AwDirectShape *s = &aw_direct_shape;
+
+	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, TEXTOID,
+						   s->topic_coll, s->topic_eq, topic);
+	ScanKeyEntryInitialize(&keys[1], 0, 2, prio_strategy, INT2OID,
+						   InvalidOid, prio_op, Int16GetDatum(prio));
+}
+
+/*
+ * Whether slot's row still qualifies: of topic, of priority prio, its
+ * fence at now or before.  A row locked in a version newer than the
+ * snapshot's is taken only if it does, as the statement's EvalPlanQual
+ * recheck takes it.
+ */
+static bool
+aw_direct_recheck(TupleTableSlot *slot, ScanKey keys)
+{
+	AwDirectShape *s = &aw_direct_shape;
+	const int	cols[3] = {AW_COL_TOPIC, AW_COL_PRIORITY, AW_COL_VISIBLE_AFTER};
+
+	for (int k = 0; k < 3; k++)
+	{
+		bool		isnull;
+		Datum		v = slot_getattr(slot, s->att[cols[k]], &isnull);
+
+		if (isnull ||
+			!DatumGetBool(FunctionCall2Coll(&keys[k].sk_func, keys[k].sk_collation,
+											v, keys[k].sk_argument)))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The first look of a claim of one row of topic: the oldest row nobody
+ * holds, visible at now, of the topic's highest priority below below and
+ * above 0 that has a row (else of priority 0), leased until lease_end.
+ * On AW_DIRECT_TOOK, values and nulls hold the leased row's columns in
+ * the order of a claim's result, *old_fence its fence before and
+ * *was_parked whether it was parked.  AW_DIRECT_NONE: no such row.
+ * AW_DIRECT_UNFIT: not done here; the caller runs the statement.
+ */
+AwDirectResult
+aw_claim_direct(const char *topic, int32 below, TimestampTz now, TimestampTz lease_end,
+				Datum *values, bool *nulls, TimestampTz *old_fence, bool *was_parked)
+{
+	AwDirectShape *s = &aw_direct_shape;
+	Relation	rel;
+	Relation	index = NULL;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	Snapshot	snapshot;
+	CommandId	cid;
+	IndexScanDesc scan;
+	ScanKeyData keys[3];
+	TupleTableSlot *found;
+	TupleTableSlot *locked;
+	Datum		topic_datum;
+	int16		prio = 0;
+	bool		took = false;
+
+	if (XactIsoLevel != XACT_READ_COMMITTED || XactReadOnly || IsInParallelMode() ||
+		below <= 0 || below > PG_INT16_MAX)
+		return AW_DIRECT_UNFIT;
+
+	if (!aw_direct_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(aw_direct_forget, (Datum) 0);
+		aw_direct_callback_registered = true;
+	}
+	if (!s->known)
+	{
+		Oid			nsp = get_namespace_oid("aion_wake", false);
+
+		s->rel = get_relname_relid("outbox", nsp);
+		s->index = get_relname_relid("outbox_topic_priority_visible_idx", nsp);
+		s->seq = get_relname_relid("lease_token_seq", nsp);
+		if (!OidIsValid(s->rel) || !OidIsValid(s->index) || !OidIsValid(s->seq))
+			return AW_DIRECT_UNFIT;
+	}
+
+	/* the statement would raise for a caller who may not; let it */
+	if (pg_class_aclcheck(s->rel, GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
+		pg_class_aclcheck(s->rel, GetUserId(), ACL_UPDATE) != ACLCHECK_OK)
+		return AW_DIRECT_UNFIT;
+
+	rel = table_open(s->rel, RowExclusiveLock);
+	estate = CreateExecutorState();
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 0, NULL, 0);
+	ExecOpenIndices(rri, false);
+	for (int i = 0; i < rri->ri_NumIndices; i++)
+		if (RelationGetRelid(rri->ri_IndexRelationDescs[i]) == s->index)
+			index = rri->ri_IndexRelationDescs[i];
+	if (index != NULL && !s->known)
+		aw_direct_learn(rel, index);
+	if (index == NULL || !s->known || !s->fit)
+	{
+		ExecCloseIndices(rri);
+		FreeExecutorState(estate);
+		table_close(rel, NoLock);
+		return AW_DIRECT_UNFIT;
+	}
+	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
+	aw_direct_hint_unchanged(rri);
+
+	/*
+	 * As a statement of a function: see what came before it in this
+	 * transaction, under a snapshot of its own.
+	 */
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	snapshot = GetActiveSnapshot();
+	cid = GetCurrentCommandId(true);
+	estate->es_snapshot = snapshot;
+	estate->es_output_cid = cid;
+
+	found = table_slot_create(rel, NULL);
+	locked = table_slot_create(rel, NULL);
+	topic_datum = CStringGetTextDatum(topic);
+
+	/* the highest priority below below and above 0 that has a row, else 0 */
+	scan = aw_index_beginscan(rel, index, snapshot, 3);
+	aw_direct_keys(keys, topic_datum, s->prio_lt, BTLessStrategyNumber, (int16) below);
+	ScanKeyEntryInitialize(&keys[2], 0, 2, BTGreaterStrategyNumber, INT2OID,
+						   InvalidOid, s->prio_gt, Int16GetDatum(0));
+	index_rescan(scan, keys, 3, NULL, 0);
+	if (index_getnext_slot(scan, ForwardScanDirection, found))
+	{
+		bool		isnull;
+
+		prio = DatumGetInt16(slot_getattr(found, s->att[AW_COL_PRIORITY], &isnull));
+	}
+	index_endscan(scan);
+
+	/* its rows visible at now, oldest fence first: lock the first free */
+	aw_direct_keys(keys, topic_datum, s->prio_eq, BTEqualStrategyNumber, prio);
+	ScanKeyEntryInitialize(&keys[2], 0, 3, BTLessEqualStrategyNumber, TIMESTAMPTZOID,
+						   InvalidOid, s->fence_le, TimestampTzGetDatum(now));
+	scan = aw_index_beginscan(rel, index, snapshot, 3);
+	index_rescan(scan, keys, 3, NULL, 0);
+	while (!took && index_getnext_slot(scan, ForwardScanDirection, found))
+	{
+		TM_FailureData tmfd;
+		TM_Result	r;
+
+		r = table_tuple_lock(rel, &found->tts_tid, snapshot, locked, cid,
+							 LockTupleExclusive, LockWaitSkip,
+							 TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
+							 TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
+							 &tmfd);
+		switch (r)
+		{
+			case TM_Ok:
+				took = !tmfd.traversed || aw_direct_recheck(locked, keys);
+				break;
+			case TM_WouldBlock:	/* held by another: skipped */
+			case TM_SelfModified:	/* changed by this transaction since */
+			case TM_Deleted:	/* gone since the snapshot */
+				break;
+			case TM_Invisible:
+				elog(ERROR, "attempted to lock invisible tuple");
+				break;
+			default:
+				elog(ERROR, "unexpected table_tuple_lock status: %u", r);
+				break;
+		}
+	}
+	index_endscan(scan);
+
+	if (took)
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		HeapTuple	oldtup = ExecCopySlotHeapTuple(locked);
+		Datum	   *rowvals = palloc(sizeof(Datum) * desc->natts);
+		bool	   *rownulls = palloc(sizeof(bool) * desc->natts);
+		TupleTableSlot *newslot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+		AwUpdateIndexes update_indexes;
+		int64		token = nextval_internal(s->seq, true);
+
+		heap_deform_tuple(oldtup, desc, rowvals, rownulls);
+		*old_fence = DatumGetTimestampTz(rowvals[s->att[AW_COL_VISIBLE_AFTER] - 1]);
+		*was_parked = !rownulls[s->att[AW_COL_PARKED_AT] - 1];
+
+		rowvals[s->att[AW_COL_VISIBLE_AFTER] - 1] = TimestampTzGetDatum(lease_end);
+		rowvals[s->att[AW_COL_LEASED_UNTIL] - 1] = TimestampTzGetDatum(lease_end);
+		rownulls[s->att[AW_COL_LEASED_UNTIL] - 1] = false;
+		rowvals[s->att[AW_COL_LEASE_TOKEN] - 1] = Int64GetDatum(token);
+		rownulls[s->att[AW_COL_LEASE_TOKEN] - 1] = false;
+		rownulls[s->att[AW_COL_PARKED_AT] - 1] = true;
+
+		ExecStoreHeapTuple(heap_form_tuple(desc, rowvals, rownulls), newslot, true);
+		simple_table_tuple_update(rel, &locked->tts_tid, newslot, snapshot, &update_indexes);
+		if (AW_UPDATE_INDEXES_ANY(update_indexes))
+			list_free(aw_insert_update_index_tuples(rri, newslot, estate, update_indexes));
+
+		for (int c = 0; c < AW_OUTBOX_MAX_NATTS; c++)
+		{
+			values[c] = rowvals[s->att[c] - 1];
+			nulls[c] = rownulls[s->att[c] - 1];
+		}
+		ExecDropSingleTupleTableSlot(newslot);
+	}
+
+	ExecDropSingleTupleTableSlot(found);
+	ExecDropSingleTupleTableSlot(locked);
+	ExecCloseIndices(rri);
+	FreeExecutorState(estate);
+	table_close(rel, NoLock);
+	PopActiveSnapshot();
+	CommandCounterIncrement();
+	return took ? AW_DIRECT_TOOK : AW_DIRECT_NONE;
+}
