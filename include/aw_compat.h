@@ -220,6 +220,20 @@ aw_wait_event_wait_database(void)
 #endif
 
 /*
+ * NOT NULL constraints not validated.  PostgreSQL 18 added NOT NULL ...
+ * NOT VALID: a column can have one that rows already break, which an
+ * UPDATE of any column then finds.  The relation's descriptor says so in
+ * its compact attributes' attnullability.  Before 18 every NOT NULL is
+ * validated.
+ */
+#if PG_VERSION_NUM >= 180000
+#define aw_not_null_unvalidated(desc, i) \
+	(TupleDescCompactAttr((desc), (i))->attnullability == ATTNULLABLE_INVALID)
+#else
+#define aw_not_null_unvalidated(desc, i) ((void) (desc), (void) (i), false)
+#endif
+
+/*
  * Changes that needed only an #include (valid on every major):
  *
  * - 18: common/int.h (pg_add_s64_overflow and friends) is no longer

@@ -66,10 +66,30 @@ ALTER TABLE aion_wake.outbox DROP CONSTRAINT cd_no_lease;
 ALTER TABLE aion_wake.outbox ADD CONSTRAINT cd_no_attempt CHECK (attempt < 0) NOT VALID;
 SELECT cd_err($$SELECT * FROM aion_wake.claim('cd')$$);
 ALTER TABLE aion_wake.outbox DROP CONSTRAINT cd_no_attempt;
+CREATE FUNCTION cd_row_ok(o aion_wake.outbox) RETURNS bool IMMUTABLE LANGUAGE sql
+	AS $$ SELECT NOT (o.topic = 'cd' AND o.lease_token IS NOT NULL) $$;
+ALTER TABLE aion_wake.outbox ADD CONSTRAINT cd_whole_row CHECK (cd_row_ok(outbox));
+SELECT cd_err($$SELECT * FROM aion_wake.claim('cd')$$);
+ALTER TABLE aion_wake.outbox DROP CONSTRAINT cd_whole_row;
+DROP FUNCTION cd_row_ok(aion_wake.outbox);
 ALTER TABLE aion_wake.outbox ADD CONSTRAINT cd_attempt CHECK (attempt >= 0);
 SELECT dispatch_key FROM aion_wake.claim('cd');
 ALTER TABLE aion_wake.outbox DROP CONSTRAINT cd_attempt;
 SELECT aion_wake.complete('cd4');
+
+-- the index rebuilt in another order: the claim still takes the highest
+-- priority, then the oldest fence
+SELECT aion_wake.enqueue('cd7', '{}', 'cd', priority => 1);
+SELECT aion_wake.enqueue('cd8', '{}', 'cd', priority => 9);
+SELECT aion_wake.enqueue('cd9', '{}', 'cd', priority => 9);
+BEGIN;
+DROP INDEX aion_wake.outbox_topic_priority_visible_idx;
+CREATE INDEX outbox_topic_priority_visible_idx
+	ON aion_wake.outbox (topic, priority, visible_after DESC);
+SELECT dispatch_key, priority FROM aion_wake.claim('cd');
+ROLLBACK;
+SELECT dispatch_key, priority FROM aion_wake.claim('cd');
+SELECT aion_wake.complete(k) FROM unnest(ARRAY['cd7', 'cd8', 'cd9']) k;
 
 -- a role: without UPDATE on the outbox it is refused as the statement
 -- refuses it; with UPDATE on the columns a claim writes only, it claims;

@@ -19,10 +19,11 @@
  *
  *	  It does so only where nothing but those steps would happen: in a
  *	  READ COMMITTED transaction that may write, when the caller may read
- *	  and update the outbox, and when the outbox has no triggers, rules,
- *	  row security, children or stored generated columns, no CHECK
- *	  constraint that reads a column a claim writes, and the index the
- *	  statement would use.  Anywhere else it says so, and the claim runs
+ *	  and update the outbox and no permission hook watches, and when the
+ *	  outbox has no triggers, rules, row security, partitions or children,
+ *	  stored generated columns, constraint that a claim's update could
+ *	  break, and has the index the statement would use, in its order.
+ *	  Anywhere else it says so, and the claim runs
  *	  the statement, which does whatever else applies (or raises what the
  *	  statement would raise).  doc/design.md, "The first look without the
  *	  executor", says what is kept and how the tests hold it.
@@ -48,6 +49,7 @@
 #include "catalog/pg_am.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
+#include "commands/defrem.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
@@ -152,6 +154,8 @@ aw_direct_checks_may_fail(Relation rel, const AttrNumber *att)
 		if (!constr->check[i].ccvalid || contain_mutable_functions(expr))
 			return true;
 		pull_varattnos(expr, 1, &cols);
+		if (bms_is_member(InvalidAttrNumber - FirstLowInvalidHeapAttributeNumber, cols))
+			return true;		/* reads the whole row */
 		for (int w = 0; w < (int) lengthof(written); w++)
 			if (bms_is_member(att[written[w]] - FirstLowInvalidHeapAttributeNumber, cols))
 				return true;
@@ -176,6 +180,7 @@ aw_direct_learn(Relation rel, Relation index)
 
 	/* nothing else may happen on an update of the outbox */
 	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relhassubclass ||
+		rel->rd_rel->relispartition ||
 		rel->rd_rel->relrowsecurity || rel->trigdesc != NULL || rel->rd_rules != NULL ||
 		(desc->constr != NULL && desc->constr->has_generated_stored))
 		return;
@@ -201,6 +206,9 @@ aw_direct_learn(Relation rel, Relation index)
 			return;
 		s->att[c] = a;
 	}
+	for (int i = 0; i < desc->natts; i++)
+		if (aw_not_null_unvalidated(desc, i))
+			return;
 	if (TupleDescAttr(desc, s->att[AW_COL_PARKED_AT] - 1)->attnotnull ||
 		aw_direct_checks_may_fail(rel, s->att))
 		return;
@@ -214,6 +222,25 @@ aw_direct_learn(Relation rel, Relation index)
 		ix->indkey.values[2] != s->att[AW_COL_VISIBLE_AFTER] ||
 		RelationGetIndexExpressions(index) != NIL ||
 		RelationGetIndexPredicate(index) != NIL)
+		return;
+	/*
+	 * in the order the statement's ORDER BY and probe read it: priority
+	 * DESC, fences ascending, each column's own operator class and the
+	 * topic's own collation (an index someone rebuilt otherwise would give
+	 * the rows in another order, and a plan would not use it for that
+	 * ORDER BY)
+	 */
+	for (c = 0; c < 3; c++)
+	{
+		AttrNumber	a = ix->indkey.values[c];
+		Oid			type = TupleDescAttr(desc, a - 1)->atttypid;
+		Oid			opclass = GetDefaultOpClass(type, BTREE_AM_OID);
+
+		if (((index->rd_indoption[c] & INDOPTION_DESC) != 0) != (c == 1) ||
+			!OidIsValid(opclass) || index->rd_opfamily[c] != get_opclass_family(opclass))
+			return;
+	}
+	if (index->rd_indcollation[0] != TupleDescAttr(desc, s->att[AW_COL_TOPIC] - 1)->attcollation)
 		return;
 	s->topic_eq = aw_direct_op(index, 0, TEXTOID, BTEqualStrategyNumber);
 	s->prio_eq = aw_direct_op(index, 1, INT2OID, BTEqualStrategyNumber);
@@ -295,77 +322,28 @@ aw_direct_recheck(TupleTableSlot *slot, ScanKey keys)
 }
 
 /*
- * The first look of a claim of one row of topic: the oldest row nobody
- * holds, visible at now, of the topic's highest priority below below and
- * above 0 that has a row (else of priority 0), leased until lease_end.
- * On AW_DIRECT_TOOK, values and nulls hold the leased row's columns in
- * the order of a claim's result, *old_fence its fence before and
- * *was_parked whether it was parked.  AW_DIRECT_NONE: no such row.
- * AW_DIRECT_UNFIT: not done here; the caller runs the statement.
+ * The look itself, on the opened outbox rel, its index and rri: returns the
+ * leased row's new version (in the current memory context), or NULL when
+ * there is no row to take.  Sets *old_fence and *was_parked from the row's
+ * version it locked.
  */
-AwDirectResult
-aw_claim_direct(const char *topic, int32 below, TimestampTz now, TimestampTz lease_end,
-				Datum *values, bool *nulls, TimestampTz *old_fence, bool *was_parked)
+static HeapTuple
+aw_direct_take(Relation rel, Relation index, ResultRelInfo *rri, EState *estate,
+			   const char *topic, int32 below, TimestampTz now, TimestampTz lease_end,
+			   TimestampTz *old_fence, bool *was_parked)
 {
 	AwDirectShape *s = &aw_direct_shape;
-	Relation	rel;
-	Relation	index = NULL;
-	EState	   *estate;
-	ResultRelInfo *rri;
+	TupleDesc	desc = RelationGetDescr(rel);
 	Snapshot	snapshot;
 	CommandId	cid;
 	IndexScanDesc scan;
 	ScanKeyData keys[3];
 	TupleTableSlot *found;
 	TupleTableSlot *locked;
-	Datum		topic_datum;
+	Datum		topic_datum = CStringGetTextDatum(topic);
 	int16		prio = 0;
 	bool		took = false;
-
-	if (XactIsoLevel != XACT_READ_COMMITTED || XactReadOnly || IsInParallelMode() ||
-		below <= 0 || below > PG_INT16_MAX)
-		return AW_DIRECT_UNFIT;
-
-	if (!aw_direct_callback_registered)
-	{
-		CacheRegisterRelcacheCallback(aw_direct_forget, (Datum) 0);
-		aw_direct_callback_registered = true;
-	}
-	if (!s->known)
-	{
-		Oid			nsp = get_namespace_oid("aion_wake", false);
-
-		s->rel = get_relname_relid("outbox", nsp);
-		s->index = get_relname_relid("outbox_topic_priority_visible_idx", nsp);
-		s->seq = get_relname_relid("lease_token_seq", nsp);
-		if (!OidIsValid(s->rel) || !OidIsValid(s->index) || !OidIsValid(s->seq))
-			return AW_DIRECT_UNFIT;
-	}
-
-	/* the statement would raise for a caller who may not; let it */
-	if (pg_class_aclcheck(s->rel, GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
-		pg_class_aclcheck(s->rel, GetUserId(), ACL_UPDATE) != ACLCHECK_OK)
-		return AW_DIRECT_UNFIT;
-
-	rel = table_open(s->rel, RowExclusiveLock);
-	estate = CreateExecutorState();
-	rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(rri, rel, 0, NULL, 0);
-	ExecOpenIndices(rri, false);
-	for (int i = 0; i < rri->ri_NumIndices; i++)
-		if (RelationGetRelid(rri->ri_IndexRelationDescs[i]) == s->index)
-			index = rri->ri_IndexRelationDescs[i];
-	if (index != NULL && !s->known)
-		aw_direct_learn(rel, index);
-	if (index == NULL || !s->known || !s->fit)
-	{
-		ExecCloseIndices(rri);
-		FreeExecutorState(estate);
-		table_close(rel, NoLock);
-		return AW_DIRECT_UNFIT;
-	}
-	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
-	aw_direct_hint_unchanged(rri);
+	HeapTuple	newtup = NULL;
 
 	/*
 	 * As a statement of a function: see what came before it in this
@@ -377,10 +355,8 @@ aw_claim_direct(const char *topic, int32 below, TimestampTz now, TimestampTz lea
 	cid = GetCurrentCommandId(true);
 	estate->es_snapshot = snapshot;
 	estate->es_output_cid = cid;
-
 	found = table_slot_create(rel, NULL);
 	locked = table_slot_create(rel, NULL);
-	topic_datum = CStringGetTextDatum(topic);
 
 	/* the highest priority below below and above 0 that has a row, else 0 */
 	scan = aw_index_beginscan(rel, index, snapshot, 3);
@@ -407,6 +383,7 @@ aw_claim_direct(const char *topic, int32 below, TimestampTz now, TimestampTz lea
 		TM_FailureData tmfd;
 		TM_Result	r;
 
+		CHECK_FOR_INTERRUPTS();
 		r = table_tuple_lock(rel, &found->tts_tid, snapshot, locked, cid,
 							 LockTupleExclusive, LockWaitSkip,
 							 TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
@@ -433,44 +410,138 @@ aw_claim_direct(const char *topic, int32 below, TimestampTz now, TimestampTz lea
 
 	if (took)
 	{
-		TupleDesc	desc = RelationGetDescr(rel);
-		HeapTuple	oldtup = ExecCopySlotHeapTuple(locked);
 		Datum	   *rowvals = palloc(sizeof(Datum) * desc->natts);
 		bool	   *rownulls = palloc(sizeof(bool) * desc->natts);
 		TupleTableSlot *newslot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
 		AwUpdateIndexes update_indexes;
-		int64		token = nextval_internal(s->seq, true);
 
-		heap_deform_tuple(oldtup, desc, rowvals, rownulls);
+		slot_getallattrs(locked);
+		memcpy(rowvals, locked->tts_values, sizeof(Datum) * desc->natts);
+		memcpy(rownulls, locked->tts_isnull, sizeof(bool) * desc->natts);
 		*old_fence = DatumGetTimestampTz(rowvals[s->att[AW_COL_VISIBLE_AFTER] - 1]);
 		*was_parked = !rownulls[s->att[AW_COL_PARKED_AT] - 1];
 
 		rowvals[s->att[AW_COL_VISIBLE_AFTER] - 1] = TimestampTzGetDatum(lease_end);
 		rowvals[s->att[AW_COL_LEASED_UNTIL] - 1] = TimestampTzGetDatum(lease_end);
 		rownulls[s->att[AW_COL_LEASED_UNTIL] - 1] = false;
-		rowvals[s->att[AW_COL_LEASE_TOKEN] - 1] = Int64GetDatum(token);
+		rowvals[s->att[AW_COL_LEASE_TOKEN] - 1] = Int64GetDatum(nextval_internal(s->seq, true));
 		rownulls[s->att[AW_COL_LEASE_TOKEN] - 1] = false;
 		rownulls[s->att[AW_COL_PARKED_AT] - 1] = true;
 
-		ExecStoreHeapTuple(heap_form_tuple(desc, rowvals, rownulls), newslot, true);
+		newtup = heap_form_tuple(desc, rowvals, rownulls);
+		ExecStoreHeapTuple(newtup, newslot, false);
 		simple_table_tuple_update(rel, &locked->tts_tid, newslot, snapshot, &update_indexes);
 		if (AW_UPDATE_INDEXES_ANY(update_indexes))
 			list_free(aw_insert_update_index_tuples(rri, newslot, estate, update_indexes));
-
-		for (int c = 0; c < AW_OUTBOX_MAX_NATTS; c++)
-		{
-			values[c] = rowvals[s->att[c] - 1];
-			nulls[c] = rownulls[s->att[c] - 1];
-		}
 		ExecDropSingleTupleTableSlot(newslot);
 	}
 
 	ExecDropSingleTupleTableSlot(found);
 	ExecDropSingleTupleTableSlot(locked);
+	PopActiveSnapshot();
+	CommandCounterIncrement();
+	return newtup;
+}
+
+/*
+ * The first look of a claim of one row of topic: the oldest row nobody
+ * holds, visible at now, of the topic's highest priority below below and
+ * above 0 that has a row (else of priority 0), leased until lease_end.
+ * On AW_DIRECT_TOOK, values and nulls hold the leased row's columns in
+ * the order of a claim's result, *old_fence its fence before and
+ * *was_parked whether it was parked.  AW_DIRECT_NONE: no such row.
+ * AW_DIRECT_UNFIT: not done here; the caller runs the statement.
+ */
+AwDirectResult
+aw_claim_direct(const char *topic, int32 below, TimestampTz now, TimestampTz lease_end,
+				Datum *values, bool *nulls, TimestampTz *old_fence, bool *was_parked)
+{
+	AwDirectShape *s = &aw_direct_shape;
+	MemoryContext caller = CurrentMemoryContext;
+	MemoryContext cxt;
+	Relation	rel;
+	Relation	index = NULL;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	HeapTuple	leased;
+
+	/*
+	 * Not here: another isolation level, a transaction that may not write
+	 * or is parallel, a permission hook (sepgsql, pgaudit) the statement's
+	 * executor would call, a caller without SELECT and UPDATE on the whole
+	 * outbox (the statement raises, or checks column privileges), an
+	 * outbox found unfit before.
+	 */
+	if (XactIsoLevel != XACT_READ_COMMITTED || XactReadOnly || IsInParallelMode() ||
+		ExecutorCheckPerms_hook != NULL || below <= 0 || below > PG_INT16_MAX)
+		return AW_DIRECT_UNFIT;
+	if (!aw_direct_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(aw_direct_forget, (Datum) 0);
+		aw_direct_callback_registered = true;
+	}
+	if (s->known && !s->fit)
+		return AW_DIRECT_UNFIT;
+	if (!s->known)
+	{
+		Oid			nsp = get_namespace_oid("aion_wake", false);
+
+		s->rel = get_relname_relid("outbox", nsp);
+		s->index = get_relname_relid("outbox_topic_priority_visible_idx", nsp);
+		s->seq = get_relname_relid("lease_token_seq", nsp);
+		if (!OidIsValid(s->rel) || !OidIsValid(s->index) || !OidIsValid(s->seq))
+			return AW_DIRECT_UNFIT;
+	}
+	if (pg_class_aclcheck(s->rel, GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
+		pg_class_aclcheck(s->rel, GetUserId(), ACL_UPDATE) != ACLCHECK_OK)
+		return AW_DIRECT_UNFIT;
+
+	/* what the look allocates goes when it ends; a waiting claim looks often */
+	cxt = AllocSetContextCreate(caller, "aion_wake claim look", ALLOCSET_SMALL_SIZES);
+	MemoryContextSwitchTo(cxt);
+	rel = table_open(s->rel, RowExclusiveLock);
+	estate = CreateExecutorState();
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 0, NULL, 0);
+	ExecOpenIndices(rri, false);
+	for (int i = 0; i < rri->ri_NumIndices; i++)
+		if (RelationGetRelid(rri->ri_IndexRelationDescs[i]) == s->index)
+			index = rri->ri_IndexRelationDescs[i];
+	if (index != NULL && !s->known)
+		aw_direct_learn(rel, index);
+	leased = NULL;
+	if (index != NULL && s->known && s->fit)
+	{
+		CheckCmdReplicaIdentity(rel, CMD_UPDATE);
+		aw_direct_hint_unchanged(rri);
+		leased = aw_direct_take(rel, index, rri, estate, topic, below, now, lease_end,
+								old_fence, was_parked);
+		if (leased != NULL)
+		{
+			TupleDesc	desc = RelationGetDescr(rel);
+			Datum	   *rowvals;
+			bool	   *rownulls;
+
+			/* the leased row's columns, in the caller's memory */
+			MemoryContextSwitchTo(caller);
+			leased = heap_copytuple(leased);
+			rowvals = palloc(sizeof(Datum) * desc->natts);
+			rownulls = palloc(sizeof(bool) * desc->natts);
+			heap_deform_tuple(leased, desc, rowvals, rownulls);
+			for (int c = 0; c < AW_OUTBOX_MAX_NATTS; c++)
+			{
+				values[c] = rowvals[s->att[c] - 1];
+				nulls[c] = rownulls[s->att[c] - 1];
+			}
+			MemoryContextSwitchTo(cxt);
+		}
+	}
 	ExecCloseIndices(rri);
 	FreeExecutorState(estate);
 	table_close(rel, NoLock);
-	PopActiveSnapshot();
-	CommandCounterIncrement();
-	return took ? AW_DIRECT_TOOK : AW_DIRECT_NONE;
+	MemoryContextSwitchTo(caller);
+	MemoryContextDelete(cxt);
+	if (index == NULL || !s->known || !s->fit)
+		return AW_DIRECT_UNFIT;
+	return leased != NULL ? AW_DIRECT_TOOK : AW_DIRECT_NONE;
 }
