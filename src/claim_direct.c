@@ -87,6 +87,21 @@ enum
 	AW_COL_PRIORITY
 };
 
+/* the columns a claim writes */
+static const int aw_direct_written[] = {
+	AW_COL_VISIBLE_AFTER, AW_COL_LEASE_TOKEN, AW_COL_PARKED_AT, AW_COL_LEASED_UNTIL
+};
+
+/* Whether a claim writes column a of the outbox. */
+static bool
+aw_direct_writes(const AttrNumber *att, AttrNumber a)
+{
+	for (int w = 0; w < (int) lengthof(aw_direct_written); w++)
+		if (att[aw_direct_written[w]] == a)
+			return true;
+	return false;
+}
+
 /*
  * What the first look needs of the catalogs, found once and kept until
  * the next relcache invalidation (any relation: they are rare, and the
@@ -141,8 +156,6 @@ static bool
 aw_direct_checks_may_fail(Relation rel, const AttrNumber *att)
 {
 	TupleConstr *constr = rel->rd_att->constr;
-	static const int written[] = {AW_COL_VISIBLE_AFTER, AW_COL_LEASE_TOKEN,
-	AW_COL_PARKED_AT, AW_COL_LEASED_UNTIL};
 
 	if (constr == NULL)
 		return false;
@@ -156,8 +169,9 @@ aw_direct_checks_may_fail(Relation rel, const AttrNumber *att)
 		pull_varattnos(expr, 1, &cols);
 		if (bms_is_member(InvalidAttrNumber - FirstLowInvalidHeapAttributeNumber, cols))
 			return true;		/* reads the whole row */
-		for (int w = 0; w < (int) lengthof(written); w++)
-			if (bms_is_member(att[written[w]] - FirstLowInvalidHeapAttributeNumber, cols))
+		for (int w = 0; w < (int) lengthof(aw_direct_written); w++)
+			if (bms_is_member(att[aw_direct_written[w]] - FirstLowInvalidHeapAttributeNumber,
+							  cols))
 				return true;
 	}
 	return false;
@@ -274,9 +288,7 @@ aw_direct_hint_unchanged(ResultRelInfo *rri)
 		{
 			AttrNumber	a = ii->ii_IndexAttrNumbers[k];
 
-			if (a <= 0 || a == s->att[AW_COL_VISIBLE_AFTER] ||
-				a == s->att[AW_COL_LEASE_TOKEN] || a == s->att[AW_COL_PARKED_AT] ||
-				a == s->att[AW_COL_LEASED_UNTIL])
+			if (a <= 0 || aw_direct_writes(s->att, a))
 				unchanged = false;
 		}
 		ii->ii_CheckedUnchanged = true;
