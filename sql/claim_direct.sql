@@ -9,15 +9,6 @@
 -- transaction sees the first.
 --
 
--- run q; return 'no error', or its SQLSTATE and message
-CREATE FUNCTION cd_err(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE q;
-	RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-
 -- rows enqueued earlier in the transaction are claimed, one each, oldest
 -- first, leased as the statement leases them
 BEGIN;
@@ -61,15 +52,15 @@ SELECT aion_wake.complete('cd3');
 -- leaves alone holds
 SELECT aion_wake.enqueue('cd4', '{}', 'cd');
 ALTER TABLE aion_wake.outbox ADD CONSTRAINT cd_no_lease CHECK (lease_token IS NULL) NOT VALID;
-SELECT cd_err($$SELECT * FROM aion_wake.claim('cd')$$);
+SELECT err($$SELECT * FROM aion_wake.claim('cd')$$);
 ALTER TABLE aion_wake.outbox DROP CONSTRAINT cd_no_lease;
 ALTER TABLE aion_wake.outbox ADD CONSTRAINT cd_no_attempt CHECK (attempt < 0) NOT VALID;
-SELECT cd_err($$SELECT * FROM aion_wake.claim('cd')$$);
+SELECT err($$SELECT * FROM aion_wake.claim('cd')$$);
 ALTER TABLE aion_wake.outbox DROP CONSTRAINT cd_no_attempt;
 CREATE FUNCTION cd_row_ok(o aion_wake.outbox) RETURNS bool IMMUTABLE LANGUAGE sql
 	AS $$ SELECT NOT (o.topic = 'cd' AND o.lease_token IS NOT NULL) $$;
 ALTER TABLE aion_wake.outbox ADD CONSTRAINT cd_whole_row CHECK (cd_row_ok(outbox));
-SELECT cd_err($$SELECT * FROM aion_wake.claim('cd')$$);
+SELECT err($$SELECT * FROM aion_wake.claim('cd')$$);
 ALTER TABLE aion_wake.outbox DROP CONSTRAINT cd_whole_row;
 DROP FUNCTION cd_row_ok(aion_wake.outbox);
 ALTER TABLE aion_wake.outbox ADD CONSTRAINT cd_attempt CHECK (attempt >= 0);
@@ -101,7 +92,7 @@ GRANT USAGE ON SEQUENCE aion_wake.lease_token_seq TO cd_app;
 GRANT EXECUTE ON FUNCTION aion_wake.claim(text, int, interval, interval) TO cd_app;
 SELECT aion_wake.enqueue('cd5', '{}', 'cd');
 SET ROLE cd_app;
-SELECT cd_err($$SELECT * FROM aion_wake.claim('cd')$$);
+SELECT err($$SELECT * FROM aion_wake.claim('cd')$$);
 RESET ROLE;
 GRANT UPDATE (visible_after, parked_at, leased_until, lease_token) ON aion_wake.outbox TO cd_app;
 SET ROLE cd_app;
@@ -126,4 +117,3 @@ DROP OWNED BY cd_app;
 DROP ROLE cd_app;
 DROP TABLE cd_log;
 DROP FUNCTION cd_log_update();
-DROP FUNCTION cd_err(text);
