@@ -234,7 +234,9 @@ static SPIPlanPtr aw_claim_one_plan;
  * (aw_claim_once), which looks at that priority again and goes on below
  * it.  The same parameters and result as aw_claim_one_sql; the claim runs
  * it only when it wants one row and the topic may take one, so its LIMIT
- * is 1 ($2 and $4 are not read).
+ * is 1 ($2 and $4 are not read).  In READ COMMITTED, where the outbox's
+ * update would do nothing else, claim_direct.c does the same steps
+ * without the executor, and the statement runs only where it cannot.
  *
  * The UPDATE finds the locked row by "= (SELECT ... FROM c)" and returns
  * the old fence and parked flag as two more initplans over c: no second
