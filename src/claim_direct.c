@@ -475,7 +475,8 @@ aw_claim_direct(const char *topic, int32 below, TimestampTz now, TimestampTz lea
 	Relation	index = NULL;
 	EState	   *estate;
 	ResultRelInfo *rri;
-	HeapTuple	leased;
+	HeapTuple	leased = NULL;
+	bool		fit;
 
 	/*
 	 * Not here: another isolation level, a transaction that may not write
@@ -521,8 +522,14 @@ aw_claim_direct(const char *topic, int32 below, TimestampTz now, TimestampTz lea
 			index = rri->ri_IndexRelationDescs[i];
 	if (index != NULL && !s->known)
 		aw_direct_learn(rel, index);
-	leased = NULL;
-	if (index != NULL && s->known && s->fit)
+
+	/*
+	 * Decided once: an invalidation taken in during the look (nextval opens
+	 * the sequence) forgets the shape, and must not turn a row leased into
+	 * an answer that makes the caller look again without it.
+	 */
+	fit = index != NULL && s->known && s->fit;
+	if (fit)
 	{
 		CheckCmdReplicaIdentity(rel, CMD_UPDATE);
 		aw_direct_hint_unchanged(rri);
@@ -553,7 +560,7 @@ aw_claim_direct(const char *topic, int32 below, TimestampTz now, TimestampTz lea
 	table_close(rel, NoLock);
 	MemoryContextSwitchTo(caller);
 	MemoryContextDelete(cxt);
-	if (index == NULL || !s->known || !s->fit)
+	if (!fit)
 		return AW_DIRECT_UNFIT;
 	return leased != NULL ? AW_DIRECT_TOOK : AW_DIRECT_NONE;
 }
