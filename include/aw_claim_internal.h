@@ -87,17 +87,26 @@ extern uint64 aw_claim_once(AwClaim *c, uint64 mask, uint64 spend);
 /* add the call's counts to its topics' (claim.c) */
 extern void aw_claim_monitor_flush(AwClaim *c);
 
-/* the first look of a claim of one row without the executor (claim_direct.c) */
+/* the first look of a claim of one topic without the executor (claim_direct.c) */
 typedef enum AwDirectResult
 {
 	AW_DIRECT_UNFIT,			/* not done: run the statement */
 	AW_DIRECT_NONE,				/* no row to take */
-	AW_DIRECT_TOOK				/* one row leased */
+	AW_DIRECT_TOOK				/* rows leased */
 } AwDirectResult;
 
-extern AwDirectResult aw_claim_direct(const char *topic, int32 below, TimestampTz now,
-									  TimestampTz lease_end, Datum *values, bool *nulls,
-									  TimestampTz *old_fence, bool *was_parked);
+/* a row the first look leased */
+typedef struct AwDirectRow
+{
+	Datum		values[AW_OUTBOX_MAX_NATTS];	/* in the order of a claim's result */
+	bool		nulls[AW_OUTBOX_MAX_NATTS];
+	TimestampTz old_fence;		/* its fence before */
+	bool		was_parked;
+} AwDirectRow;
+
+extern AwDirectResult aw_claim_direct(const char *topic, int32 below, int max_rows,
+									  TimestampTz now, TimestampTz lease_end,
+									  AwDirectRow *rows, int *nrows);
 
 /* claim(..., wait => wait): block until rows are claimed or wait ends */
 extern void aw_claim_wait(AwClaim *c, int64 wait);

@@ -236,7 +236,8 @@ static SPIPlanPtr aw_claim_one_plan;
  * it only when it wants one row and the topic may take one, so its LIMIT
  * is 1 ($2 and $4 are not read).  In READ COMMITTED, where the outbox's
  * update would do nothing else, claim_direct.c does the same steps
- * without the executor, and the statement runs only where it cannot.
+ * without the executor, for any number of rows, and the statement runs
+ * only where it cannot.
  *
  * The UPDATE finds the locked row by "= (SELECT ... FROM c)" and returns
  * the old fence and parked flag as two more initplans over c: no second
@@ -265,12 +266,11 @@ static const char aw_claim_top_sql[] =
 static SPIPlanPtr aw_claim_top_plan;
 
 /*
- * A first look that finds nothing costs a statement more than the walk
- * alone: on a topic whose highest priority has rows but none to take
- * (leased, backing off, held by others) every claim of one row would pay
- * it.  So a backend remembers the last few topics whose first look found
- * nothing, and their next AW_FIRST_LOOK_REST claims of one row walk
- * straight away.
+ * A first look that finds nothing costs more than the walk alone: on a
+ * topic whose highest priority has rows but none to take (leased,
+ * backing off, held by others) every claim of the topic would pay it.
+ * So a backend remembers the last few topics whose first look found
+ * nothing, and their next AW_FIRST_LOOK_REST claims walk straight away.
  */
 #define AW_FIRST_LOOK_TOPICS 8
 #define AW_FIRST_LOOK_REST 16
@@ -284,7 +284,7 @@ typedef struct AwFirstLookMiss
 static AwFirstLookMiss aw_first_look_misses[AW_FIRST_LOOK_TOPICS];
 static int	aw_first_look_next;	/* the entry the next miss replaces */
 
-/* Whether a claim of one row of topic should look first; counts it down. */
+/* Whether a claim of topic should look first; counts it down. */
 static bool
 aw_first_look_wanted(const char *topic)
 {
@@ -680,8 +680,8 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 
 	/*
 	 * Then visible rows, in rounds.  With one topic, the claim locks up to
-	 * its allowance of rows nobody holds and leases them all (a claim of
-	 * one row first with its first look, aw_claim_top_sql).  With
+	 * its allowance of rows nobody holds and leases them all (first with
+	 * its first look at the walk's first priority).  With
 	 * several, each topic is given its share of the oldest rows across
 	 * them, counted without locking (so rows other claims hold count); a
 	 * topic that then finds fewer rows than its share that nobody holds has
@@ -779,37 +779,41 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 			c->topics[i].got_before = c->topics[i].got;
 
 		/*
-		 * A claim of one row of one topic looks first, without the
-		 * executor where it can (claim_direct.c), else with its statement.
+		 * A claim of one topic looks first at the priority its walk starts
+		 * at, without the executor where it can (claim_direct.c); a claim
+		 * of one row where it cannot looks with its statement.  The walk
+		 * runs when the look finds nothing, or for the rest when the
+		 * look's priority had fewer rows than wanted.
 		 */
 		n = 0;
 		first_took = false;
-		if (version >= 12 && c->ntopics == 1 && rounds == 0 && want == 1 &&
+		if (version >= 12 && c->ntopics == 1 && rounds == 0 &&
 			aw_first_look_wanted(c->topics[0].name))
 		{
-			Datum		values[AW_OUTBOX_MAX_NATTS];
-			bool		nulls[AW_OUTBOX_MAX_NATTS];
-			TimestampTz old_fence;
-			bool		was_parked;
+			AwClaimTopic *t = &c->topics[0];
+			int			allow = Min(want, t->allow - t->got);
+			AwDirectRow *rows = palloc(sizeof(AwDirectRow) * allow);
+			int			nrows;
+			AwDirectResult res;
 
-			switch (aw_claim_direct(c->topics[0].name, pbelow[0], now, c->lease_end,
-									values, nulls, &old_fence, &was_parked))
+			res = aw_claim_direct(t->name, pbelow[0], allow, now, c->lease_end,
+								  rows, &nrows);
+			for (int k = 0; k < nrows; k++)
+				aw_claim_took(c, t, rows[k].values, rows[k].nulls, now,
+							  rows[k].old_fence, rows[k].was_parked);
+			first_took = nrows > 0;
+			if (res == AW_DIRECT_UNFIT && want == 1)
+				n = aw_plan_run(aw_plan_prepare(&aw_claim_top_plan, aw_claim_top_sql, 7,
+												aw_claim_types),
+								args, NULL, SPI_OK_UPDATE_RETURNING);
+			if (res != AW_DIRECT_UNFIT || want == 1)
 			{
-				case AW_DIRECT_TOOK:
-					aw_claim_took(c, &c->topics[0], values, nulls, now, old_fence,
-								  was_parked);
-					first_took = true;
-					break;
-				case AW_DIRECT_NONE:
-					break;
-				case AW_DIRECT_UNFIT:
-					n = aw_plan_run(aw_plan_prepare(&aw_claim_top_plan, aw_claim_top_sql, 7,
-													aw_claim_types),
-									args, NULL, SPI_OK_UPDATE_RETURNING);
-					break;
+				if (!first_took && n == 0)
+					aw_first_look_missed(t->name);
 			}
-			if (!first_took && n == 0)
-				aw_first_look_missed(c->topics[0].name);
+			pfree(rows);
+			if (first_took && nrows < allow)
+				continue;
 		}
 		if (n == 0 && !first_took)
 			n = aw_plan_run(aw_claim_plan(version, nq), args, NULL, SPI_OK_SELECT);

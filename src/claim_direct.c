@@ -1,10 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * claim_direct.c
- *	  The first look of a claim of one row (claim.c), done without the
+ *	  The first look of a claim of one topic (claim.c), done without the
  *	  executor: one index probe for the topic's priority, one index scan
- *	  of that priority's visible rows, a tuple lock that skips rows others
- *	  hold, and a heap update with its index entries.
+ *	  of that priority's visible rows, tuple locks that skip rows others
+ *	  hold, and heap updates with their index entries.
  *
  *	  Why: as a statement (aw_claim_top_sql in claim.c), most of what a
  *	  claim of one row costs beyond its index reads is the statement's
@@ -13,9 +13,11 @@
  *	  a claim writes (bench/throughput/count.sh counts both).  This file
  *	  does the same work as that statement, row for row: the same rows
  *	  found in the same order under a fresh snapshot, locked as FOR UPDATE
- *	  SKIP LOCKED locks them (a row updated since the snapshot is locked
- *	  in its latest version and taken only if it still qualifies, as
- *	  EvalPlanQual rechecks it), and updated with the same values.
+ *	  SKIP LOCKED locks them, and updated with the same values.  One
+ *	  difference, on purpose: a row updated since the snapshot is passed
+ *	  over without a lock, and looked at again under a new snapshot,
+ *	  where the statement would lock its latest version before checking
+ *	  it, and keep that lock (aw_direct_lock says why).
  *
  *	  It does so only where nothing but those steps would happen: in a
  *	  READ COMMITTED transaction that may write, when the caller may read
@@ -66,6 +68,9 @@
 
 #include "aw_claim_internal.h"
 #include "aw_compat.h"
+
+/* looks under a new snapshot before one follows rows updated since */
+#define AW_DIRECT_LOOKS 3
 
 /* the outbox's columns, in the order of a claim's result */
 static const char *const aw_direct_colnames[AW_OUTBOX_MAX_NATTS] = {
@@ -334,44 +339,85 @@ aw_direct_recheck(TupleTableSlot *slot, ScanKey keys)
 }
 
 /*
- * The look itself, on the opened outbox rel, its index and rri: returns the
- * leased row's new version (in the current memory context), or NULL when
- * there is no row to take.  Sets *old_fence and *was_parked from the row's
- * version it locked.
+ * What a look has leased so far: the rows' new versions, in the order
+ * taken, with each one's fence before and whether it was parked.
  */
-static HeapTuple
-aw_direct_take(Relation rel, Relation index, ResultRelInfo *rri, EState *estate,
-			   const char *topic, int32 below, TimestampTz now, TimestampTz lease_end,
-			   TimestampTz *old_fence, bool *was_parked)
+typedef struct AwDirectLeases
+{
+	Relation	rel;
+	ResultRelInfo *rri;
+	EState	   *estate;
+	TimestampTz lease_end;
+	int			max;			/* rows wanted */
+	int			n;				/* rows leased */
+	HeapTuple  *tuples;
+	TimestampTz *old_fences;
+	bool	   *was_parked;
+} AwDirectLeases;
+
+/*
+ * Lease the row version locked holds, as the statement's UPDATE does: the
+ * fence and leased_until at the lease's end, parked_at NULL, a token from
+ * lease_token_seq; then its index entries.
+ */
+static void
+aw_direct_lease(AwDirectLeases *l, Snapshot snapshot, TupleTableSlot *locked)
 {
 	AwDirectShape *s = &aw_direct_shape;
-	TupleDesc	desc = RelationGetDescr(rel);
-	Snapshot	snapshot;
-	CommandId	cid;
+	TupleDesc	desc = RelationGetDescr(l->rel);
+	Datum	   *rowvals = palloc(sizeof(Datum) * desc->natts);
+	bool	   *rownulls = palloc(sizeof(bool) * desc->natts);
+	TupleTableSlot *newslot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+	AwUpdateIndexes update_indexes;
+	HeapTuple	newtup;
+
+	slot_getallattrs(locked);
+	memcpy(rowvals, locked->tts_values, sizeof(Datum) * desc->natts);
+	memcpy(rownulls, locked->tts_isnull, sizeof(bool) * desc->natts);
+	l->old_fences[l->n] = DatumGetTimestampTz(rowvals[s->att[AW_COL_VISIBLE_AFTER] - 1]);
+	l->was_parked[l->n] = !rownulls[s->att[AW_COL_PARKED_AT] - 1];
+
+	rowvals[s->att[AW_COL_VISIBLE_AFTER] - 1] = TimestampTzGetDatum(l->lease_end);
+	rowvals[s->att[AW_COL_LEASED_UNTIL] - 1] = TimestampTzGetDatum(l->lease_end);
+	rownulls[s->att[AW_COL_LEASED_UNTIL] - 1] = false;
+	rowvals[s->att[AW_COL_LEASE_TOKEN] - 1] = Int64GetDatum(nextval_internal(s->seq, true));
+	rownulls[s->att[AW_COL_LEASE_TOKEN] - 1] = false;
+	rownulls[s->att[AW_COL_PARKED_AT] - 1] = true;
+
+	newtup = heap_form_tuple(desc, rowvals, rownulls);
+	ExecStoreHeapTuple(newtup, newslot, false);
+	simple_table_tuple_update(l->rel, &locked->tts_tid, newslot, snapshot, &update_indexes);
+	if (AW_UPDATE_INDEXES_ANY(update_indexes))
+		list_free(aw_insert_update_index_tuples(l->rri, newslot, l->estate, update_indexes));
+	ExecDropSingleTupleTableSlot(newslot);
+	l->tuples[l->n++] = newtup;
+}
+
+/*
+ * One look under snapshot: probe for the priority, scan its visible rows
+ * and lease those nobody holds until l has all it wants.
+ *
+ * A row updated and committed since the snapshot is, when follow, locked
+ * in its latest version and taken only if that version still qualifies,
+ * as the statement's EvalPlanQual recheck takes it; a version that fails
+ * the recheck stays locked until the transaction ends, and its lease
+ * holder's settle waits for that.  So unless follow such a row is passed
+ * over without a lock and *stale set: the caller looks again under a new
+ * snapshot, in which the row's latest version is found or not by the
+ * scan itself.
+ */
+static void
+aw_direct_lock(AwDirectLeases *l, Relation index, Snapshot snapshot, CommandId cid,
+			   Datum topic_datum, int32 below, TimestampTz now, bool follow,
+			   TupleTableSlot *found, TupleTableSlot *locked, bool *stale)
+{
+	AwDirectShape *s = &aw_direct_shape;
 	IndexScanDesc scan;
 	ScanKeyData keys[3];
-	TupleTableSlot *found;
-	TupleTableSlot *locked;
-	Datum		topic_datum = CStringGetTextDatum(topic);
 	int16		prio = 0;
-	bool		took = false;
-	HeapTuple	newtup = NULL;
-
-	/*
-	 * As a statement of a function: see what came before it in this
-	 * transaction, under a snapshot of its own.
-	 */
-	CommandCounterIncrement();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	snapshot = GetActiveSnapshot();
-	cid = GetCurrentCommandId(true);
-	estate->es_snapshot = snapshot;
-	estate->es_output_cid = cid;
-	found = table_slot_create(rel, NULL);
-	locked = table_slot_create(rel, NULL);
 
 	/* the highest priority below below and above 0 that has a row, else 0 */
-	scan = aw_index_beginscan(rel, index, snapshot, 3);
+	scan = aw_index_beginscan(l->rel, index, snapshot, 3);
 	aw_direct_keys(keys, topic_datum, s->prio_lt, BTLessStrategyNumber, (int16) below);
 	ScanKeyEntryInitialize(&keys[2], 0, 2, BTGreaterStrategyNumber, INT2OID,
 						   InvalidOid, s->prio_gt, Int16GetDatum(0));
@@ -384,27 +430,35 @@ aw_direct_take(Relation rel, Relation index, ResultRelInfo *rri, EState *estate,
 	}
 	index_endscan(scan);
 
-	/* its rows visible at now, oldest fence first: lock the first free */
+	/*
+	 * Its rows visible at now, oldest fence first: lease each nobody holds.
+	 * The entries a lease adds lie past now in the index, where the scan
+	 * ends, and are not visible to its snapshot.
+	 */
 	aw_direct_keys(keys, topic_datum, s->prio_eq, BTEqualStrategyNumber, prio);
 	ScanKeyEntryInitialize(&keys[2], 0, 3, BTLessEqualStrategyNumber, TIMESTAMPTZOID,
 						   InvalidOid, s->fence_le, TimestampTzGetDatum(now));
-	scan = aw_index_beginscan(rel, index, snapshot, 3);
+	scan = aw_index_beginscan(l->rel, index, snapshot, 3);
 	index_rescan(scan, keys, 3, NULL, 0);
-	while (!took && index_getnext_slot(scan, ForwardScanDirection, found))
+	while (l->n < l->max && index_getnext_slot(scan, ForwardScanDirection, found))
 	{
 		TM_FailureData tmfd;
 		TM_Result	r;
 
 		CHECK_FOR_INTERRUPTS();
-		r = table_tuple_lock(rel, &found->tts_tid, snapshot, locked, cid,
+		r = table_tuple_lock(l->rel, &found->tts_tid, snapshot, locked, cid,
 							 LockTupleExclusive, LockWaitSkip,
 							 TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
-							 TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
+							 (follow ? TUPLE_LOCK_FLAG_FIND_LAST_VERSION : 0),
 							 &tmfd);
 		switch (r)
 		{
 			case TM_Ok:
-				took = !tmfd.traversed || aw_direct_recheck(locked, keys);
+				if (!tmfd.traversed || aw_direct_recheck(locked, keys))
+					aw_direct_lease(l, snapshot, locked);
+				break;
+			case TM_Updated:	/* only when !follow: nothing locked */
+				*stale = true;
 				break;
 			case TM_WouldBlock:	/* held by another: skipped */
 			case TM_SelfModified:	/* changed by this transaction since */
@@ -419,54 +473,78 @@ aw_direct_take(Relation rel, Relation index, ResultRelInfo *rri, EState *estate,
 		}
 	}
 	index_endscan(scan);
-
-	if (took)
-	{
-		Datum	   *rowvals = palloc(sizeof(Datum) * desc->natts);
-		bool	   *rownulls = palloc(sizeof(bool) * desc->natts);
-		TupleTableSlot *newslot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
-		AwUpdateIndexes update_indexes;
-
-		slot_getallattrs(locked);
-		memcpy(rowvals, locked->tts_values, sizeof(Datum) * desc->natts);
-		memcpy(rownulls, locked->tts_isnull, sizeof(bool) * desc->natts);
-		*old_fence = DatumGetTimestampTz(rowvals[s->att[AW_COL_VISIBLE_AFTER] - 1]);
-		*was_parked = !rownulls[s->att[AW_COL_PARKED_AT] - 1];
-
-		rowvals[s->att[AW_COL_VISIBLE_AFTER] - 1] = TimestampTzGetDatum(lease_end);
-		rowvals[s->att[AW_COL_LEASED_UNTIL] - 1] = TimestampTzGetDatum(lease_end);
-		rownulls[s->att[AW_COL_LEASED_UNTIL] - 1] = false;
-		rowvals[s->att[AW_COL_LEASE_TOKEN] - 1] = Int64GetDatum(nextval_internal(s->seq, true));
-		rownulls[s->att[AW_COL_LEASE_TOKEN] - 1] = false;
-		rownulls[s->att[AW_COL_PARKED_AT] - 1] = true;
-
-		newtup = heap_form_tuple(desc, rowvals, rownulls);
-		ExecStoreHeapTuple(newtup, newslot, false);
-		simple_table_tuple_update(rel, &locked->tts_tid, newslot, snapshot, &update_indexes);
-		if (AW_UPDATE_INDEXES_ANY(update_indexes))
-			list_free(aw_insert_update_index_tuples(rri, newslot, estate, update_indexes));
-		ExecDropSingleTupleTableSlot(newslot);
-	}
-
-	ExecDropSingleTupleTableSlot(found);
-	ExecDropSingleTupleTableSlot(locked);
-	PopActiveSnapshot();
-	CommandCounterIncrement();
-	return newtup;
 }
 
 /*
- * The first look of a claim of one row of topic: the oldest row nobody
- * holds, visible at now, of the topic's highest priority below below and
- * above 0 that has a row (else of priority 0), leased until lease_end.
- * On AW_DIRECT_TOOK, values and nulls hold the leased row's columns in
- * the order of a claim's result, *old_fence its fence before and
- * *was_parked whether it was parked.  AW_DIRECT_NONE: no such row.
- * AW_DIRECT_UNFIT: not done here; the caller runs the statement.
+ * The looks, on the opened outbox and its index, into l.
+ *
+ * Each runs as a statement of a function would: after a
+ * CommandCounterIncrement(), so that it sees what came before it in this
+ * transaction, under a snapshot of its own.  A look that passed over
+ * rows updated since its snapshot and is still short looks again under a
+ * new one; the last look follows such rows as the statement does, so a
+ * claim never comes back short for rows that were only stale to it.
+ */
+static void
+aw_direct_take(AwDirectLeases *l, Relation index, const char *topic, int32 below,
+			   TimestampTz now)
+{
+	TupleTableSlot *found = table_slot_create(l->rel, NULL);
+	TupleTableSlot *locked = table_slot_create(l->rel, NULL);
+	Datum		topic_datum = CStringGetTextDatum(topic);
+
+	for (int look = 1;; look++)
+	{
+		bool		follow = look == AW_DIRECT_LOOKS;
+		bool		stale = false;
+		CommandId	cid;
+		Snapshot	snapshot;
+
+		CommandCounterIncrement();
+		cid = GetCurrentCommandId(true);
+		PushActiveSnapshot(GetTransactionSnapshot());
+		snapshot = GetActiveSnapshot();
+		l->estate->es_snapshot = snapshot;
+		l->estate->es_output_cid = cid;
+		aw_direct_lock(l, index, snapshot, cid, topic_datum, below, now, follow,
+					   found, locked, &stale);
+		PopActiveSnapshot();
+		if (l->n == l->max || !stale || follow)
+			break;
+	}
+	CommandCounterIncrement();
+	ExecDropSingleTupleTableSlot(found);
+	ExecDropSingleTupleTableSlot(locked);
+}
+
+/* For qsort_arg: rows by fence before, then key, as the walk returns them. */
+static int
+aw_direct_row_cmp(const void *a, const void *b, void *arg)
+{
+	const AwDirectRow *ra = a;
+	const AwDirectRow *rb = b;
+
+	if (ra->old_fence != rb->old_fence)
+		return ra->old_fence < rb->old_fence ? -1 : 1;
+	return DatumGetInt32(DirectFunctionCall2Coll(bttextcmp, *(Oid *) arg,
+												 ra->values[AW_COL_KEY],
+												 rb->values[AW_COL_KEY]));
+}
+
+/*
+ * The first look of a claim of max_rows rows of topic: the oldest rows
+ * nobody holds, visible at now, of the topic's highest priority below
+ * below and above 0 that has a row (else of priority 0), leased until
+ * lease_end.  On AW_DIRECT_TOOK, rows[0 .. *nrows - 1] hold the leased
+ * rows' columns in the order of a claim's result, each one's fence
+ * before and whether it was parked, ordered as the walk returns them (by
+ * that fence, then key); *nrows may be short of max_rows when that
+ * priority has no more.  AW_DIRECT_NONE: no such row.  AW_DIRECT_UNFIT:
+ * not done here; the caller runs a statement.
  */
 AwDirectResult
-aw_claim_direct(const char *topic, int32 below, TimestampTz now, TimestampTz lease_end,
-				Datum *values, bool *nulls, TimestampTz *old_fence, bool *was_parked)
+aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
+				TimestampTz lease_end, AwDirectRow *rows, int *nrows)
 {
 	AwDirectShape *s = &aw_direct_shape;
 	MemoryContext caller = CurrentMemoryContext;
@@ -475,8 +553,9 @@ aw_claim_direct(const char *topic, int32 below, TimestampTz now, TimestampTz lea
 	Relation	index = NULL;
 	EState	   *estate;
 	ResultRelInfo *rri;
-	HeapTuple	leased = NULL;
 	bool		fit;
+
+	*nrows = 0;
 
 	/*
 	 * Not here: another isolation level, a transaction that may not write
@@ -531,29 +610,41 @@ aw_claim_direct(const char *topic, int32 below, TimestampTz now, TimestampTz lea
 	fit = index != NULL && s->known && s->fit;
 	if (fit)
 	{
+		AwDirectLeases l = {
+			.rel = rel,.rri = rri,.estate = estate,.lease_end = lease_end,
+			.max = max_rows,.n = 0,
+			.tuples = palloc(sizeof(HeapTuple) * max_rows),
+			.old_fences = palloc(sizeof(TimestampTz) * max_rows),
+			.was_parked = palloc(sizeof(bool) * max_rows)
+		};
+		TupleDesc	desc = RelationGetDescr(rel);
+		Datum	   *rowvals = palloc(sizeof(Datum) * desc->natts);
+		bool	   *rownulls = palloc(sizeof(bool) * desc->natts);
+		Oid			key_coll = TupleDescAttr(desc, s->att[AW_COL_KEY] - 1)->attcollation;
+
 		CheckCmdReplicaIdentity(rel, CMD_UPDATE);
 		aw_direct_hint_unchanged(rri);
-		leased = aw_direct_take(rel, index, rri, estate, topic, below, now, lease_end,
-								old_fence, was_parked);
-		if (leased != NULL)
-		{
-			TupleDesc	desc = RelationGetDescr(rel);
-			Datum	   *rowvals;
-			bool	   *rownulls;
+		aw_direct_take(&l, index, topic, below, now);
 
-			/* the leased row's columns, in the caller's memory */
-			MemoryContextSwitchTo(caller);
-			leased = heap_copytuple(leased);
-			rowvals = palloc(sizeof(Datum) * desc->natts);
-			rownulls = palloc(sizeof(bool) * desc->natts);
-			heap_deform_tuple(leased, desc, rowvals, rownulls);
+		/* the leased rows' columns, in the caller's memory */
+		MemoryContextSwitchTo(caller);
+		for (int r = 0; r < l.n; r++)
+		{
+			AwDirectRow *row = &rows[r];
+
+			heap_deform_tuple(heap_copytuple(l.tuples[r]), desc, rowvals, rownulls);
 			for (int c = 0; c < AW_OUTBOX_MAX_NATTS; c++)
 			{
-				values[c] = rowvals[s->att[c] - 1];
-				nulls[c] = rownulls[s->att[c] - 1];
+				row->values[c] = rowvals[s->att[c] - 1];
+				row->nulls[c] = rownulls[s->att[c] - 1];
 			}
-			MemoryContextSwitchTo(cxt);
+			row->old_fence = l.old_fences[r];
+			row->was_parked = l.was_parked[r];
 		}
+		if (l.n > 1)
+			qsort_arg(rows, l.n, sizeof(AwDirectRow), aw_direct_row_cmp, &key_coll);
+		*nrows = l.n;
+		MemoryContextSwitchTo(cxt);
 	}
 	ExecCloseIndices(rri);
 	FreeExecutorState(estate);
@@ -562,5 +653,5 @@ aw_claim_direct(const char *topic, int32 below, TimestampTz now, TimestampTz lea
 	MemoryContextDelete(cxt);
 	if (!fit)
 		return AW_DIRECT_UNFIT;
-	return leased != NULL ? AW_DIRECT_TOOK : AW_DIRECT_NONE;
+	return *nrows > 0 ? AW_DIRECT_TOOK : AW_DIRECT_NONE;
 }
