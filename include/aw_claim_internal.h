@@ -106,7 +106,7 @@ typedef struct AwDirectRow
 
 extern AwDirectResult aw_claim_direct(const char *topic, int32 below, int max_rows,
 									  TimestampTz now, TimestampTz lease_end,
-									  AwDirectRow *rows, int *nrows);
+									  AwDirectRow **rows, int *nrows, int16 *looked);
 
 /* claim(..., wait => wait): block until rows are claimed or wait ends */
 extern void aw_claim_wait(AwClaim *c, int64 wait);

@@ -117,3 +117,21 @@ DROP OWNED BY cd_app;
 DROP ROLE cd_app;
 DROP TABLE cd_log;
 DROP FUNCTION cd_log_update();
+
+-- a claim of several rows looks first at its highest priority, then walks
+-- below it for the rest: the rows come back by priority, fence, key
+SELECT count(aion_wake.enqueue(k, '{}', 'cdm', priority => p))
+  FROM (VALUES ('cdm1', 3), ('cdm2', 3), ('cdm3', 0), ('cdm4', -1), ('cdm5', 3)) v(k, p);
+UPDATE aion_wake.outbox SET visible_after = now() - interval '1 hour'
+ WHERE dispatch_key IN ('cdm2', 'cdm5');
+SELECT dispatch_key, priority FROM aion_wake.claim('cdm', 4);
+SELECT dispatch_key, priority FROM aion_wake.claim('cdm', 4);
+SELECT count(aion_wake.complete(dispatch_key, lease_token))
+  FROM aion_wake.outbox WHERE topic = 'cdm';
+-- a lease of 0 ends a microsecond after the claim's clock: no row twice,
+-- whether the look takes them all or the walk the rest
+SELECT count(aion_wake.enqueue(k, '{}', 'cdz', priority => p))
+  FROM (VALUES ('cdz1', 0), ('cdz2', 0), ('cdz3', -1)) v(k, p);
+SELECT dispatch_key FROM aion_wake.claim('cdz', 10, '0');
+SELECT count(aion_wake.complete(dispatch_key, lease_token))
+  FROM aion_wake.outbox WHERE topic = 'cdz';

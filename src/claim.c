@@ -664,7 +664,13 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 	 * no more than the rate (doc/design.md, Rates and pauses).
 	 */
 	now = GetCurrentTimestamp();
-	c->lease_end = aw_clock_plus(now, c->lease);
+
+	/*
+	 * A lease ends after the clock, a lease of 0 a microsecond after it:
+	 * a row this attempt leased is then never visible at its clock, and a
+	 * later round or look of the attempt cannot take it again.
+	 */
+	c->lease_end = aw_clock_plus(now, Max(c->lease, 1));
 	c->leases_room = Min(c->max_rows, 64);
 	c->leases = palloc(sizeof(AwLiveLease) * c->leases_room);
 
@@ -791,13 +797,13 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 			aw_first_look_wanted(c->topics[0].name))
 		{
 			AwClaimTopic *t = &c->topics[0];
-			int			allow = Min(want, t->allow - t->got);
-			AwDirectRow *rows = palloc(sizeof(AwDirectRow) * allow);
+			AwDirectRow *rows = NULL;
 			int			nrows;
+			int16		looked;
 			AwDirectResult res;
 
-			res = aw_claim_direct(t->name, pbelow[0], allow, now, c->lease_end,
-								  rows, &nrows);
+			res = aw_claim_direct(t->name, pbelow[0], Min(want, t->allow - t->got), now,
+								  c->lease_end, &rows, &nrows, &looked);
 			for (int k = 0; k < nrows; k++)
 				aw_claim_took(c, t, rows[k].values, rows[k].nulls, now,
 							  rows[k].old_fence, rows[k].was_parked);
@@ -806,14 +812,19 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 				n = aw_plan_run(aw_plan_prepare(&aw_claim_top_plan, aw_claim_top_sql, 7,
 												aw_claim_types),
 								args, NULL, SPI_OK_UPDATE_RETURNING);
-			if (res != AW_DIRECT_UNFIT || want == 1)
+			if ((res != AW_DIRECT_UNFIT || want == 1) && !first_took && n == 0)
+				aw_first_look_missed(t->name);
+
+			/*
+			 * Short: the walk takes the rest below the priorities the look
+			 * scanned, so that the claim's rows stay in the walk's order.
+			 */
+			if (first_took && c->claimed < (uint64) c->max_rows &&
+				t->got < t->allow)
 			{
-				if (!first_took && n == 0)
-					aw_first_look_missed(t->name);
-			}
-			pfree(rows);
-			if (first_took && nrows < allow)
+				pbelow[0] = looked;
 				continue;
+			}
 		}
 		if (n == 0 && !first_took)
 			n = aw_plan_run(aw_claim_plan(version, nq), args, NULL, SPI_OK_SELECT);

@@ -342,6 +342,13 @@ aw_direct_recheck(TupleTableSlot *slot, ScanKey keys)
  * What a look has leased so far: the rows' new versions, in the order
  * taken, with each one's fence before and whether it was parked.
  */
+typedef struct AwDirectLease
+{
+	HeapTuple	tuple;			/* the new version */
+	TimestampTz old_fence;
+	bool		was_parked;
+} AwDirectLease;
+
 typedef struct AwDirectLeases
 {
 	Relation	rel;
@@ -350,9 +357,9 @@ typedef struct AwDirectLeases
 	TimestampTz lease_end;
 	int			max;			/* rows wanted */
 	int			n;				/* rows leased */
-	HeapTuple  *tuples;
-	TimestampTz *old_fences;
-	bool	   *was_parked;
+	int			room;			/* of leases */
+	AwDirectLease *leases;
+	int16		looked;			/* the lowest priority a look scanned */
 } AwDirectLeases;
 
 /*
@@ -369,13 +376,20 @@ aw_direct_lease(AwDirectLeases *l, Snapshot snapshot, TupleTableSlot *locked)
 	bool	   *rownulls = palloc(sizeof(bool) * desc->natts);
 	TupleTableSlot *newslot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
 	AwUpdateIndexes update_indexes;
-	HeapTuple	newtup;
+	AwDirectLease *lease;
+
+	if (l->n == l->room)
+	{
+		l->room *= 2;
+		l->leases = repalloc(l->leases, sizeof(AwDirectLease) * l->room);
+	}
+	lease = &l->leases[l->n++];
 
 	slot_getallattrs(locked);
 	memcpy(rowvals, locked->tts_values, sizeof(Datum) * desc->natts);
 	memcpy(rownulls, locked->tts_isnull, sizeof(bool) * desc->natts);
-	l->old_fences[l->n] = DatumGetTimestampTz(rowvals[s->att[AW_COL_VISIBLE_AFTER] - 1]);
-	l->was_parked[l->n] = !rownulls[s->att[AW_COL_PARKED_AT] - 1];
+	lease->old_fence = DatumGetTimestampTz(rowvals[s->att[AW_COL_VISIBLE_AFTER] - 1]);
+	lease->was_parked = !rownulls[s->att[AW_COL_PARKED_AT] - 1];
 
 	rowvals[s->att[AW_COL_VISIBLE_AFTER] - 1] = TimestampTzGetDatum(l->lease_end);
 	rowvals[s->att[AW_COL_LEASED_UNTIL] - 1] = TimestampTzGetDatum(l->lease_end);
@@ -384,13 +398,12 @@ aw_direct_lease(AwDirectLeases *l, Snapshot snapshot, TupleTableSlot *locked)
 	rownulls[s->att[AW_COL_LEASE_TOKEN] - 1] = false;
 	rownulls[s->att[AW_COL_PARKED_AT] - 1] = true;
 
-	newtup = heap_form_tuple(desc, rowvals, rownulls);
-	ExecStoreHeapTuple(newtup, newslot, false);
+	lease->tuple = heap_form_tuple(desc, rowvals, rownulls);
+	ExecStoreHeapTuple(lease->tuple, newslot, false);
 	simple_table_tuple_update(l->rel, &locked->tts_tid, newslot, snapshot, &update_indexes);
 	if (AW_UPDATE_INDEXES_ANY(update_indexes))
 		list_free(aw_insert_update_index_tuples(l->rri, newslot, l->estate, update_indexes));
 	ExecDropSingleTupleTableSlot(newslot);
-	l->tuples[l->n++] = newtup;
 }
 
 /*
@@ -404,7 +417,10 @@ aw_direct_lease(AwDirectLeases *l, Snapshot snapshot, TupleTableSlot *locked)
  * holder's settle waits for that.  So unless follow such a row is passed
  * over without a lock and *stale set: the caller looks again under a new
  * snapshot, in which the row's latest version is found or not by the
- * scan itself.
+ * scan itself.  (Unless follow no flag is passed: with
+ * TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS, heap_lock_tuple locks the
+ * newer versions of a row whose updater commits while it looks, and
+ * still answers TM_Updated.)
  */
 static void
 aw_direct_lock(AwDirectLeases *l, Relation index, Snapshot snapshot, CommandId cid,
@@ -429,6 +445,7 @@ aw_direct_lock(AwDirectLeases *l, Relation index, Snapshot snapshot, CommandId c
 		prio = DatumGetInt16(slot_getattr(found, s->att[AW_COL_PRIORITY], &isnull));
 	}
 	index_endscan(scan);
+	l->looked = Min(l->looked, prio);
 
 	/*
 	 * Its rows visible at now, oldest fence first: lease each nobody holds.
@@ -448,8 +465,8 @@ aw_direct_lock(AwDirectLeases *l, Relation index, Snapshot snapshot, CommandId c
 		CHECK_FOR_INTERRUPTS();
 		r = table_tuple_lock(l->rel, &found->tts_tid, snapshot, locked, cid,
 							 LockTupleExclusive, LockWaitSkip,
-							 TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
-							 (follow ? TUPLE_LOCK_FLAG_FIND_LAST_VERSION : 0),
+							 follow ? (TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
+									   TUPLE_LOCK_FLAG_FIND_LAST_VERSION) : 0,
 							 &tmfd);
 		switch (r)
 		{
@@ -517,13 +534,20 @@ aw_direct_take(AwDirectLeases *l, Relation index, const char *topic, int32 below
 	ExecDropSingleTupleTableSlot(locked);
 }
 
-/* For qsort_arg: rows by fence before, then key, as the walk returns them. */
+/*
+ * For qsort_arg: rows by priority, highest first, then fence before, then
+ * key, as the walk returns them.
+ */
 static int
 aw_direct_row_cmp(const void *a, const void *b, void *arg)
 {
 	const AwDirectRow *ra = a;
 	const AwDirectRow *rb = b;
+	int16		pa = DatumGetInt16(ra->values[AW_COL_PRIORITY]);
+	int16		pb = DatumGetInt16(rb->values[AW_COL_PRIORITY]);
 
+	if (pa != pb)
+		return pa > pb ? -1 : 1;
 	if (ra->old_fence != rb->old_fence)
 		return ra->old_fence < rb->old_fence ? -1 : 1;
 	return DatumGetInt32(DirectFunctionCall2Coll(bttextcmp, *(Oid *) arg,
@@ -535,16 +559,19 @@ aw_direct_row_cmp(const void *a, const void *b, void *arg)
  * The first look of a claim of max_rows rows of topic: the oldest rows
  * nobody holds, visible at now, of the topic's highest priority below
  * below and above 0 that has a row (else of priority 0), leased until
- * lease_end.  On AW_DIRECT_TOOK, rows[0 .. *nrows - 1] hold the leased
- * rows' columns in the order of a claim's result, each one's fence
- * before and whether it was parked, ordered as the walk returns them (by
- * that fence, then key); *nrows may be short of max_rows when that
- * priority has no more.  AW_DIRECT_NONE: no such row.  AW_DIRECT_UNFIT:
- * not done here; the caller runs a statement.
+ * lease_end, which must lie after now (else a look after the first
+ * would find them again).  On AW_DIRECT_TOOK, *rows (allocated in the
+ * caller's memory) holds *nrows leased rows' columns in the order of a
+ * claim's result, each one's fence before and whether it was parked,
+ * ordered as the walk returns them; *nrows may be short of max_rows when
+ * that priority has no more, and *looked is then the lowest priority a
+ * look scanned (a look that passed over stale rows probes again).
+ * AW_DIRECT_NONE: no such row.  AW_DIRECT_UNFIT: not done here; the
+ * caller runs a statement.
  */
 AwDirectResult
 aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
-				TimestampTz lease_end, AwDirectRow *rows, int *nrows)
+				TimestampTz lease_end, AwDirectRow **rows, int *nrows, int16 *looked)
 {
 	AwDirectShape *s = &aw_direct_shape;
 	MemoryContext caller = CurrentMemoryContext;
@@ -612,38 +639,41 @@ aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
 	{
 		AwDirectLeases l = {
 			.rel = rel,.rri = rri,.estate = estate,.lease_end = lease_end,
-			.max = max_rows,.n = 0,
-			.tuples = palloc(sizeof(HeapTuple) * max_rows),
-			.old_fences = palloc(sizeof(TimestampTz) * max_rows),
-			.was_parked = palloc(sizeof(bool) * max_rows)
+			.max = max_rows,.n = 0,.room = Min(max_rows, 64),
+			.looked = PG_INT16_MAX
 		};
 		TupleDesc	desc = RelationGetDescr(rel);
 		Datum	   *rowvals = palloc(sizeof(Datum) * desc->natts);
 		bool	   *rownulls = palloc(sizeof(bool) * desc->natts);
 		Oid			key_coll = TupleDescAttr(desc, s->att[AW_COL_KEY] - 1)->attcollation;
 
+		Assert(lease_end > now);
+		l.leases = palloc(sizeof(AwDirectLease) * l.room);
 		CheckCmdReplicaIdentity(rel, CMD_UPDATE);
 		aw_direct_hint_unchanged(rri);
 		aw_direct_take(&l, index, topic, below, now);
 
 		/* the leased rows' columns, in the caller's memory */
 		MemoryContextSwitchTo(caller);
+		if (l.n > 0)
+			*rows = palloc(sizeof(AwDirectRow) * l.n);
 		for (int r = 0; r < l.n; r++)
 		{
-			AwDirectRow *row = &rows[r];
+			AwDirectRow *row = &(*rows)[r];
 
-			heap_deform_tuple(heap_copytuple(l.tuples[r]), desc, rowvals, rownulls);
+			heap_deform_tuple(heap_copytuple(l.leases[r].tuple), desc, rowvals, rownulls);
 			for (int c = 0; c < AW_OUTBOX_MAX_NATTS; c++)
 			{
 				row->values[c] = rowvals[s->att[c] - 1];
 				row->nulls[c] = rownulls[s->att[c] - 1];
 			}
-			row->old_fence = l.old_fences[r];
-			row->was_parked = l.was_parked[r];
+			row->old_fence = l.leases[r].old_fence;
+			row->was_parked = l.leases[r].was_parked;
 		}
 		if (l.n > 1)
-			qsort_arg(rows, l.n, sizeof(AwDirectRow), aw_direct_row_cmp, &key_coll);
+			qsort_arg(*rows, l.n, sizeof(AwDirectRow), aw_direct_row_cmp, &key_coll);
 		*nrows = l.n;
+		*looked = l.looked;
 		MemoryContextSwitchTo(cxt);
 	}
 	ExecCloseIndices(rri);
