@@ -360,6 +360,9 @@ typedef struct AwDirectLeases
 	int			room;			/* of leases */
 	AwDirectLease *leases;
 	int16		looked;			/* the lowest priority a look scanned */
+	Datum	   *values;			/* a row's columns, reused for each lease */
+	bool	   *nulls;
+	TupleTableSlot *newslot;	/* a new version, reused for each lease */
 } AwDirectLeases;
 
 /*
@@ -372,9 +375,9 @@ aw_direct_lease(AwDirectLeases *l, Snapshot snapshot, TupleTableSlot *locked)
 {
 	AwDirectShape *s = &aw_direct_shape;
 	TupleDesc	desc = RelationGetDescr(l->rel);
-	Datum	   *rowvals = palloc(sizeof(Datum) * desc->natts);
-	bool	   *rownulls = palloc(sizeof(bool) * desc->natts);
-	TupleTableSlot *newslot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+	Datum	   *rowvals = l->values;
+	bool	   *rownulls = l->nulls;
+	TupleTableSlot *newslot = l->newslot;
 	AwUpdateIndexes update_indexes;
 	AwDirectLease *lease;
 
@@ -403,7 +406,6 @@ aw_direct_lease(AwDirectLeases *l, Snapshot snapshot, TupleTableSlot *locked)
 	simple_table_tuple_update(l->rel, &locked->tts_tid, newslot, snapshot, &update_indexes);
 	if (AW_UPDATE_INDEXES_ANY(update_indexes))
 		list_free(aw_insert_update_index_tuples(l->rri, newslot, l->estate, update_indexes));
-	ExecDropSingleTupleTableSlot(newslot);
 }
 
 /*
@@ -649,9 +651,13 @@ aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
 
 		Assert(lease_end > now);
 		l.leases = palloc(sizeof(AwDirectLease) * l.room);
+		l.values = rowvals;
+		l.nulls = rownulls;
+		l.newslot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
 		CheckCmdReplicaIdentity(rel, CMD_UPDATE);
 		aw_direct_hint_unchanged(rri);
 		aw_direct_take(&l, index, topic, below, now);
+		ExecDropSingleTupleTableSlot(l.newslot);
 
 		/* the leased rows' columns, in the caller's memory */
 		MemoryContextSwitchTo(caller);

@@ -390,8 +390,17 @@ SKIP:
 	);
 	like($listener, qr/^\d+$/, "(g) the worker's listening backend runs");
 
-	# a measurement window, not a synchronisation: nothing happens in it
+	# registered is not yet asleep: the window opens once the ten and the
+	# worker have done their first looks and sleep (a slow server is still
+	# at them when the ten are registered)
 	my @pid = map { $_->{pid} } @h;
+	ok( $node->poll_query_until(
+			'postgres', qq{
+SELECT count(*) = 11 FROM pg_stat_activity
+ WHERE pid IN (@{[join(', ', @pid, $worker)]}) AND wait_event_type = 'Extension'}),
+		'(g) the ten and the worker sleep');
+
+	# a measurement window, not a synchronisation: nothing happens in it
 	my @before = map { cpu_ticks($_) } @pid;
 	my $worker_before = cpu_ticks($worker);
 	my $listener_before = cpu_ticks($listener);

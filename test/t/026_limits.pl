@@ -57,7 +57,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 use AionWake::Test;
 
-my $prompt = 0.2;    # seconds: the contract's "promptly"
+my $prompt = aw_prompt(0.2);    # seconds: how late a wake may be
 my $max_leases = 64;
 
 # statement_timeout: a statement that hangs where it must not fails its

@@ -35,7 +35,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 use AionWake::Test;
 
-my $prompt = 0.2;
+my $prompt = aw_prompt(0.2);
 
 # the test framework turns restart_after_crash off; the kills need it;
 # statement_timeout: a statement that hangs where it must not fails its

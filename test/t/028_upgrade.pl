@@ -54,7 +54,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use AionWake::Test;
 
-my $prompt = 0.2;
+my $prompt = aw_prompt(0.2);
 
 # statement_timeout: a statement that hangs fails its test, not the run
 my $node = aw_node('upgrade', databases => 'up, up11, up10', create => 0,

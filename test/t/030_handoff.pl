@@ -76,7 +76,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use AionWake::Test;
 
-my $prompt = 0.2;    # seconds: the contract's "promptly"
+my $prompt = aw_prompt(0.2);    # seconds: how late a wake may be
 
 my $node = aw_node(
 	'handoff',

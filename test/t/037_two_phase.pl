@@ -28,7 +28,7 @@ use Test::More;
 use Time::HiRes qw(time);
 use AionWake::Test;
 
-my $prompt = 2;
+my $prompt = aw_prompt(2);
 my $wait = '60 s';
 
 my $node = aw_node('two_phase', conf => "max_prepared_transactions = 4\n");

@@ -22,7 +22,7 @@ use Test::More;
 use Time::HiRes qw(time);
 use AionWake::Test;
 
-my $prompt = 2;
+my $prompt = aw_prompt(2);
 
 # the test framework turns restart_after_crash off; the kill needs it
 my $node = aw_node('batch_restart', conf => q{

@@ -29,7 +29,7 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 use AionWake::Test;
 
-my $prompt = 0.2;
+my $prompt = aw_prompt(0.2);
 
 my $node = aw_node(
 	'rates', conf => q{

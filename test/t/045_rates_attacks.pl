@@ -29,8 +29,8 @@
 #       hold;
 #   (f) held: the worker terminated while a claimer is blocked by a rate:
 #       the new worker wakes it when the window admits it;
-#   (h) broke: three claimers blocked by a rate of one start per second
-#       are woken one per second, not one and then the others at their
+#   (h) broke: three claimers blocked by a rate of one start per 2 s
+#       are woken one per 2 s, not one and then the others at their
 #       deadline;
 #   (i) held: a pulse spent by a claimer blocked on a rated topic, whose
 #       rows are all parked: its claiming round takes no more than the
@@ -58,7 +58,7 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 use AionWake::Test;
 
-my $prompt = 0.5;
+my $prompt = aw_prompt(0.5);
 
 my $node = aw_node(
 	'rattack',
@@ -129,6 +129,9 @@ SELECT extract(epoch FROM leased_until - interval '1 hour')
 	ok( $node->poll_query_until($db,
 			"SELECT waiters = 1 FROM aion_wake.topics WHERE topic = 'gate'"),
 		"(a) $db: claimer B blocks: the window is full of A's reservation");
+	# B may start at A + per, or at A's end if that comes later (a slow
+	# server may take longer than per to get here)
+	my ($unlocked) = split /\n/, sql('SELECT extract(epoch FROM clock_timestamp())', $db);
 	$holder->query_safe('SELECT pg_advisory_unlock(4242)');
 	my ($a_out) = aw_finish($a);
 	$a_out =~ s/\s+//g;
@@ -136,7 +139,7 @@ SELECT extract(epoch FROM leased_until - interval '1 hour')
 	$b_out =~ s/\s+//g;
 	ok($a_out ne '' && $b_out ne '', "(a) $db: both claims took a row");
 	cmp_ok($b_out - $a_out, '>=', 2 - 0.01, "(a) $db: B started no earlier than A + per");
-	cmp_ok($b_out - $a_out, '<=', 2 + $prompt,
+	cmp_ok($b_out - ($a_out + 2 > $unlocked ? $a_out + 2 : $unlocked), '<=', $prompt,
 		"(a) $db: B was woken when A's start left the window, not at its deadline");
 	$a->query_safe('COMMIT');
 	sql('DROP TRIGGER hold ON aion_wake.outbox', $db);
@@ -310,10 +313,19 @@ ok( $node->poll_query_until('postgres',
 	'(f) a claimer blocks on the rate');
 my $old = aw_worker_pid($node);
 sql("SELECT pg_terminate_backend($old)");
-ok(defined aw_wait_new_worker($node, $old), '(f) a new worker runs');
+my $new = aw_wait_new_worker($node, $old);
+ok(defined $new, '(f) a new worker runs');
+# it wakes the claimer when the window admits it, or when it has started
+# and looked, if that is later (a slow server)
+my ($new_start) = split /\n/, sql(
+	"SELECT extract(epoch FROM backend_start) FROM pg_stat_activity WHERE pid = "
+	  . ($new // 0));
+$new_start = 0 if !defined $new_start || $new_start eq '';
 my ($w_out) = aw_finish($w);
 $w_out =~ s/\s+//g;
-ok($w_out ne '' && $w_out - $first >= 3 - 0.01 && $w_out - $first <= 3 + 2,
+ok( $w_out ne ''
+	  && $w_out - $first >= 3 - 0.01
+	  && $w_out - ($first + 3 > $new_start ? $first + 3 : $new_start) <= 2,
 	'(f) the new worker woke the claimer when the window admitted it')
   or diag("started " . ($w_out eq '' ? 'nothing' : $w_out - $first) . " s after the first");
 $w->quit;
@@ -324,7 +336,7 @@ $w->quit;
 # The worker's look at the window's end wakes one claimer per free start
 # and takes the topic's mark off; the claimer woken fills the window
 # without being cut short, so the next end must be timed all the same.
-sql("SELECT aion_wake.set_rate('turn', 1, '1 s')");
+sql("SELECT aion_wake.set_rate('turn', 1, '2 s')");
 enqueue('turn', 4);
 my ($t0) = split /\n/, sql(q{
 SELECT extract(epoch FROM leased_until - interval '1 hour')
@@ -335,10 +347,14 @@ for my $i (0 .. 2)
 	aw_start($turn[$i], q{
 SELECT extract(epoch FROM leased_until - interval '1 hour')
   FROM aion_wake.claim('turn', 1, '1 hour', '10 s')});
-	ok( $node->poll_query_until('postgres',
-			"SELECT waiters = " . ($i + 1) . " FROM aion_wake.topics WHERE topic = 'turn'"),
+	# blocked, or (on a slow server) already woken in its turn and leased
+	ok( $node->poll_query_until('postgres', qq{
+SELECT waiters + (SELECT count(*) FROM aion_wake.outbox
+                   WHERE topic = 'turn' AND leased_until IS NOT NULL) - 1 = @{[$i + 1]}
+  FROM aion_wake.topics WHERE topic = 'turn'}),
 		"(h) claimer $i blocks on the rate");
 }
+my ($all_blocked) = split /\n/, sql('SELECT extract(epoch FROM clock_timestamp())');
 my @took;
 for my $h (@turn)
 {
@@ -349,14 +365,19 @@ for my $h (@turn)
 }
 @took = sort { $a <=> $b } @took;
 is(scalar(@took), 3, '(h) each of the three blocked claimers took a row');
-ok( @took == 3 && $took[2] - $t0 <= 3 + 2 * $prompt,
-	'(h) the third started within its turn (3 s after the first start), not at its deadline')
-  or diag('starts after the first: ' . join(', ', map { sprintf('%.2f', $_ - $t0) } @took));
+SKIP:
+{
+	skip 'the server took longer than per to block the three claimers', 1
+	  if $all_blocked > $t0 + 2;
+	ok( @took == 3 && $took[2] - $t0 <= 6 + 2 * $prompt,
+		'(h) the third started within its turn (6 s after the first start), not at its deadline')
+	  or diag('starts after the first: ' . join(', ', map { sprintf('%.2f', $_ - $t0) } @took));
+}
 my $gaps_ok = 1;
 my $prev = $t0;
 for (@took)
 {
-	$gaps_ok = 0 if $_ - $prev < 1 - 0.01;
+	$gaps_ok = 0 if $_ - $prev < 2 - 0.01;
 	$prev = $_;
 }
 ok($gaps_ok, '(h) no two starts less than per apart');

@@ -22,7 +22,8 @@
 #       dropped); with aion_wake.lost_wake_tolerance = 0 it stays off;
 #   (d) with the hook off again, wakes come as before and the count stays.
 # The deadline is what ends the waits in (c): a loose bound tells "slept
-# to the deadline" from "woken".
+# to the deadline" from "woken".  The waits are seconds long: what a slow
+# server spends setting up a waiter comes out of them.
 
 use strict;
 use warnings;
@@ -88,7 +89,7 @@ sub block
 	is($out, 'r1', '(a) a claim rolled back wakes the waiter');
 	$h->quit;
 
-	$h = block('ok_empty', '300 ms', '(a) deadline');
+	$h = block('ok_empty', '2 s', '(a) deadline');
 	($out) = aw_finish($h);
 	is($out, '', '(a) a waiter ends at its deadline with nothing');
 	$h->quit;
@@ -104,7 +105,7 @@ sub block
 	$locker->query_safe("BEGIN");
 	$locker->query_safe(
 		"SELECT 1 FROM aion_wake.outbox WHERE dispatch_key = 'l1' FOR UPDATE");
-	$h = block('locked', '1 s', '(b) locked');
+	$h = block('locked', '4 s', '(b) locked');
 	$locker->query_safe("COMMIT");
 	($out) = aw_finish($h);
 	is($out, 'l1', '(b) the waiter takes the row at its deadline');
@@ -123,7 +124,7 @@ $node->poll_query_until('postgres', "SHOW aion_wake.debug_drop_wakes", 'on')
   or die 'the hook did not come on';
 
 {
-	my $h = block('drop_commit', '2 s', '(c) commit');
+	my $h = block('drop_commit', '4 s', '(c) commit');
 	my $t0 = time;
 	$node->safe_psql('postgres', "SELECT aion_wake.enqueue('d1', '{}', 'drop_commit')");
 	my ($out) = aw_finish($h);
@@ -140,7 +141,7 @@ $node->poll_query_until('postgres', "SHOW aion_wake.debug_drop_wakes", 'on')
 
 	# a fence the worker finds: the worker's wake is dropped (it reloads
 	# on SIGHUP; by now it has)
-	$h = block('drop_fence', '2 s', '(c) fence');
+	$h = block('drop_fence', '4 s', '(c) fence');
 	$node->safe_psql('postgres',
 		"SELECT aion_wake.enqueue('d2', '{}', 'drop_fence', '200 ms')");
 	($out) = aw_finish($h);
@@ -154,7 +155,7 @@ $node->poll_query_until('postgres', "SHOW aion_wake.debug_drop_wakes", 'on')
 	$node->reload;
 	$node->poll_query_until('postgres', "SHOW aion_wake.lost_wake_tolerance", '0')
 	  or die 'the tolerance did not change';
-	$h = block('drop_off', '1 s', '(c) off');
+	$h = block('drop_off', '3 s', '(c) off');
 	$node->safe_psql('postgres', "SELECT aion_wake.enqueue('d3', '{}', 'drop_off')");
 	($out) = aw_finish($h);
 	is($out, 'd3', '(c) tolerance 0: the waiter takes the row at its deadline');

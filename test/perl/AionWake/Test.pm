@@ -40,7 +40,7 @@ our @EXPORT = qw(aw_node aw_preload aw_create_extension aw_session aw_start aw_d
   aw_finish aw_status aw_wait_status aw_worker_pid aw_wait_new_worker aw_poll_waiters
   aw_park_rows aw_wait_reoffered aw_reoffered aw_still_parked aw_confirmed
   aw_wait_confirmed aw_poll_for aw_waiter aw_server_major aw_wait_event
-  aw_limit_of aw_live_leases aw_finish_rows aw_taken_promptly aw_create_sqlstate_of);
+  aw_limit_of aw_live_leases aw_finish_rows aw_taken_promptly aw_create_sqlstate_of aw_prompt);
 
 # A new cluster with aion_wake in shared_preload_libraries, started.
 # Options:
@@ -379,6 +379,18 @@ sub aw_finish_rows
 	my ($out, $err) = aw_finish($h);
 	diag("claim said: $err") if $err ne '';
 	return map { [ split /\|/ ] } grep { $_ ne '' } split /\n/, $out;
+}
+
+# How late a check lets "promptly" be: $secs seconds (0.2 for the wakes
+# the limits and rates promise), times AW_TEST_TIME_SCALE when that is set.
+# test/sanitize/run.sh sets it: under AddressSanitizer every server
+# process runs several times slower, and a wake that takes 5 ms here can
+# take 300 there without anything being wrong.  The unsanitized suites
+# hold the code to the figure itself.
+sub aw_prompt
+{
+	my ($secs) = @_;
+	return $secs * ($ENV{AW_TEST_TIME_SCALE} // 1);
 }
 
 # One row came, taken (its third column, epoch) no earlier than $from
