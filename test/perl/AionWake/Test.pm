@@ -35,6 +35,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes ();
+use IPC::Run ();
 
 our @EXPORT = qw(aw_node aw_preload aw_create_extension aw_session aw_start aw_done
   aw_finish aw_status aw_wait_status aw_worker_pid aw_wait_new_worker aw_poll_waiters
@@ -201,11 +202,36 @@ sub aw_worker_pid
 sub aw_wait_new_worker
 {
 	my ($node, $old_pid, $db) = @_;
-	$node->poll_query_until($db // 'postgres', qq{
+	aw_poll_through_restart($node, $db // 'postgres', qq{
 SELECT worker_pid IS NOT NULL AND worker_pid <> $old_pid
   FROM aion_wake.status})
 	  or return undef;
 	return aw_worker_pid($node, $db);
+}
+
+# poll_query_until for a server that may be restarting (after a kill -9 or
+# a crash): poll_query_until writes its query to psql's standard input, and
+# a psql that finds the server in recovery may exit before the write, which
+# kills the test with "ack Broken pipe" from IPC::Run.  Here the query goes
+# in -c and a failed attempt is only retried.
+sub aw_poll_through_restart
+{
+	my ($node, $db, $sql) = @_;
+	my $end = Time::HiRes::time() + $PostgreSQL::Test::Utils::timeout_default;
+	my $connstr = $node->connstr($db);
+
+	for (;;)
+	{
+		my ($out, $err) = ('', '');
+		eval {
+			IPC::Run::run([ 'psql', '-XAtq', '-d', $connstr, '-c', $sql ],
+				'<', '/dev/null', '>', \$out, '2>', \$err);
+		};
+		chomp $out;
+		return 1 if $out eq 't';
+		return 0 if Time::HiRes::time() >= $end;
+		Time::HiRes::usleep(100_000);
+	}
 }
 
 # The server's major version: 15, 17, 18, ...
