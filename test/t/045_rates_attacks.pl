@@ -55,6 +55,7 @@ use warnings;
 
 use PostgreSQL::Test::Utils;
 use Test::More;
+use List::Util qw(max);
 use Time::HiRes qw(usleep time);
 use AionWake::Test;
 
@@ -139,7 +140,7 @@ SELECT extract(epoch FROM leased_until - interval '1 hour')
 	$b_out =~ s/\s+//g;
 	ok($a_out ne '' && $b_out ne '', "(a) $db: both claims took a row");
 	cmp_ok($b_out - $a_out, '>=', 2 - 0.01, "(a) $db: B started no earlier than A + per");
-	cmp_ok($b_out - ($a_out + 2 > $unlocked ? $a_out + 2 : $unlocked), '<=', $prompt,
+	cmp_ok($b_out - max($a_out + 2, $unlocked), '<=', $prompt,
 		"(a) $db: B was woken when A's start left the window, not at its deadline");
 	$a->query_safe('COMMIT');
 	sql('DROP TRIGGER hold ON aion_wake.outbox', $db);
@@ -325,7 +326,7 @@ my ($w_out) = aw_finish($w);
 $w_out =~ s/\s+//g;
 ok( $w_out ne ''
 	  && $w_out - $first >= 3 - 0.01
-	  && $w_out - ($first + 3 > $new_start ? $first + 3 : $new_start) <= 2,
+	  && $w_out - max($first + 3, $new_start) <= 2,
 	'(f) the new worker woke the claimer when the window admitted it')
   or diag("started " . ($w_out eq '' ? 'nothing' : $w_out - $first) . " s after the first");
 $w->quit;
