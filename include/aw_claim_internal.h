@@ -88,13 +88,6 @@ extern uint64 aw_claim_once(AwClaim *c, uint64 mask, uint64 spend);
 extern void aw_claim_monitor_flush(AwClaim *c);
 
 /* the first look of a claim of one topic without the executor (claim_direct.c) */
-typedef enum AwDirectResult
-{
-	AW_DIRECT_UNFIT,			/* not done: run the statement */
-	AW_DIRECT_NONE,				/* no row to take */
-	AW_DIRECT_TOOK				/* rows leased */
-} AwDirectResult;
-
 /* a row the first look leased */
 typedef struct AwDirectRow
 {
@@ -104,9 +97,10 @@ typedef struct AwDirectRow
 	bool		was_parked;
 } AwDirectRow;
 
-extern AwDirectResult aw_claim_direct(const char *topic, int32 below, int max_rows,
-									  TimestampTz now, TimestampTz lease_end,
-									  AwDirectRow **rows, int *nrows, int16 *looked);
+extern bool aw_claim_direct_may(int32 below);
+extern bool aw_claim_direct(const char *topic, int32 below, int max_rows,
+							TimestampTz now, TimestampTz lease_end,
+							AwDirectRow **rows, int *nrows, int16 *looked);
 
 /* claim(..., wait => wait): block until rows are claimed or wait ends */
 extern void aw_claim_wait(AwClaim *c, int64 wait);

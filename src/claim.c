@@ -270,7 +270,9 @@ static SPIPlanPtr aw_claim_top_plan;
  * topic whose highest priority has rows but none to take (leased,
  * backing off, held by others) every claim of the topic would pay it.
  * So a backend remembers the last few topics whose first look found
- * nothing, and their next AW_FIRST_LOOK_REST claims walk straight away.
+ * nothing, and their next AW_FIRST_LOOK_REST claims that would look walk
+ * straight away (a claim of many rows that cannot look without the
+ * executor, in REPEATABLE READ say, walks anyway and counts for nothing).
  */
 #define AW_FIRST_LOOK_TOPICS 8
 #define AW_FIRST_LOOK_REST 16
@@ -794,25 +796,26 @@ aw_claim_once(AwClaim *c, uint64 mask, uint64 spend)
 		n = 0;
 		first_took = false;
 		if (version >= 12 && c->ntopics == 1 && rounds == 0 &&
+			(want == 1 || aw_claim_direct_may(pbelow[0])) &&
 			aw_first_look_wanted(c->topics[0].name))
 		{
 			AwClaimTopic *t = &c->topics[0];
 			AwDirectRow *rows = NULL;
 			int			nrows;
 			int16		looked;
-			AwDirectResult res;
+			bool		direct;
 
-			res = aw_claim_direct(t->name, pbelow[0], Min(want, t->allow - t->got), now,
-								  c->lease_end, &rows, &nrows, &looked);
+			direct = aw_claim_direct(t->name, pbelow[0], Min(want, t->allow - t->got), now,
+									 c->lease_end, &rows, &nrows, &looked);
 			for (int k = 0; k < nrows; k++)
 				aw_claim_took(c, t, rows[k].values, rows[k].nulls, now,
 							  rows[k].old_fence, rows[k].was_parked);
 			first_took = nrows > 0;
-			if (res == AW_DIRECT_UNFIT && want == 1)
+			if (!direct && want == 1)
 				n = aw_plan_run(aw_plan_prepare(&aw_claim_top_plan, aw_claim_top_sql, 7,
 												aw_claim_types),
 								args, NULL, SPI_OK_UPDATE_RETURNING);
-			if ((res != AW_DIRECT_UNFIT || want == 1) && !first_took && n == 0)
+			if ((direct || want == 1) && !first_took && n == 0)
 				aw_first_look_missed(t->name);
 
 			/*

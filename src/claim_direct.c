@@ -558,20 +558,34 @@ aw_direct_row_cmp(const void *a, const void *b, void *arg)
 }
 
 /*
+ * Whether the first look may run in this transaction at all, whatever the
+ * outbox: not in another isolation level, in a transaction that may not
+ * write or is parallel, under a permission hook (sepgsql, pgaudit) the
+ * statement's executor would call, or for a priority below out of range.
+ */
+bool
+aw_claim_direct_may(int32 below)
+{
+	return XactIsoLevel == XACT_READ_COMMITTED && !XactReadOnly &&
+		!IsInParallelMode() && ExecutorCheckPerms_hook == NULL &&
+		below > 0 && below <= PG_INT16_MAX;
+}
+
+/*
  * The first look of a claim of max_rows rows of topic: the oldest rows
  * nobody holds, visible at now, of the topic's highest priority below
  * below and above 0 that has a row (else of priority 0), leased until
  * lease_end, which must lie after now (else a look after the first
- * would find them again).  On AW_DIRECT_TOOK, *rows (allocated in the
+ * would find them again).  Returns false when the look is not done here:
+ * the caller runs a statement.  Else *nrows rows were leased (none: no
+ * such row), and *rows (allocated in the
  * caller's memory) holds *nrows leased rows' columns in the order of a
  * claim's result, each one's fence before and whether it was parked,
  * ordered as the walk returns them; *nrows may be short of max_rows when
  * that priority has no more, and *looked is then the lowest priority a
  * look scanned (a look that passed over stale rows probes again).
- * AW_DIRECT_NONE: no such row.  AW_DIRECT_UNFIT: not done here; the
- * caller runs a statement.
  */
-AwDirectResult
+bool
 aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
 				TimestampTz lease_end, AwDirectRow **rows, int *nrows, int16 *looked)
 {
@@ -587,22 +601,19 @@ aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
 	*nrows = 0;
 
 	/*
-	 * Not here: another isolation level, a transaction that may not write
-	 * or is parallel, a permission hook (sepgsql, pgaudit) the statement's
-	 * executor would call, a caller without SELECT and UPDATE on the whole
-	 * outbox (the statement raises, or checks column privileges), an
-	 * outbox found unfit before.
+	 * Not here: a transaction aw_claim_direct_may refuses, a caller without
+	 * SELECT and UPDATE on the whole outbox (the statement raises, or
+	 * checks column privileges), an outbox found unfit before.
 	 */
-	if (XactIsoLevel != XACT_READ_COMMITTED || XactReadOnly || IsInParallelMode() ||
-		ExecutorCheckPerms_hook != NULL || below <= 0 || below > PG_INT16_MAX)
-		return AW_DIRECT_UNFIT;
+	if (!aw_claim_direct_may(below))
+		return false;
 	if (!aw_direct_callback_registered)
 	{
 		CacheRegisterRelcacheCallback(aw_direct_forget, (Datum) 0);
 		aw_direct_callback_registered = true;
 	}
 	if (s->known && !s->fit)
-		return AW_DIRECT_UNFIT;
+		return false;
 	if (!s->known)
 	{
 		Oid			nsp = get_namespace_oid("aion_wake", false);
@@ -611,11 +622,11 @@ aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
 		s->index = get_relname_relid("outbox_topic_priority_visible_idx", nsp);
 		s->seq = get_relname_relid("lease_token_seq", nsp);
 		if (!OidIsValid(s->rel) || !OidIsValid(s->index) || !OidIsValid(s->seq))
-			return AW_DIRECT_UNFIT;
+			return false;
 	}
 	if (pg_class_aclcheck(s->rel, GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
 		pg_class_aclcheck(s->rel, GetUserId(), ACL_UPDATE) != ACLCHECK_OK)
-		return AW_DIRECT_UNFIT;
+		return false;
 
 	/* what the look allocates goes when it ends; a waiting claim looks often */
 	cxt = AllocSetContextCreate(caller, "aion_wake claim look", ALLOCSET_SMALL_SIZES);
@@ -687,7 +698,5 @@ aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
 	table_close(rel, NoLock);
 	MemoryContextSwitchTo(caller);
 	MemoryContextDelete(cxt);
-	if (!fit)
-		return AW_DIRECT_UNFIT;
-	return *nrows > 0 ? AW_DIRECT_TOOK : AW_DIRECT_NONE;
+	return fit;
 }

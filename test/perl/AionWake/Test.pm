@@ -7,7 +7,7 @@
 # lock) while the test goes on, the queries on aion_wake.status that most
 # tests poll, and the few that say which rows of a topic are parked,
 # re-offered or confirmed in the set.  Tests wait for conditions
-# (poll_query_until, wait_for_log), never for a fixed time.
+# (aw_poll_for, poll_query_until, wait_for_log), never for a fixed time.
 #
 # Usage:
 #   use lib 'test/perl';      # (the Makefile's PROVE_FLAGS adds it)
@@ -88,8 +88,7 @@ sub aw_create_extension
 	my ($node, $db) = @_;
 	my $offset = -s $node->logfile;
 	$node->safe_psql($db, 'CREATE EXTENSION aion_wake');
-	$node->poll_query_until($db,
-		'SELECT worker_pid IS NOT NULL FROM aion_wake.status')
+	aw_wait_status($node, 'worker_pid IS NOT NULL', $db)
 	  or die "no aion_wake worker came up in database $db";
 	$node->wait_for_log(
 		qr/aion_wake worker rebuilt the parked set of database "$db"/, $offset);
@@ -184,11 +183,11 @@ sub aw_status
 
 # Poll until $cond, an expression over aion_wake.status's columns, is true
 # ("listening", "worker_pid IS NOT NULL", "parked_pending = 0"); returns
-# what poll_query_until does: true once it holds, false at the timeout.
+# true once it holds, false at the timeout (aw_poll_for's).
 sub aw_wait_status
 {
 	my ($node, $cond, $db) = @_;
-	return $node->poll_query_until($db // 'postgres',
+	return aw_poll_for($node, $db // 'postgres',
 		"SELECT $cond FROM aion_wake.status");
 }
 
@@ -202,36 +201,11 @@ sub aw_worker_pid
 sub aw_wait_new_worker
 {
 	my ($node, $old_pid, $db) = @_;
-	aw_poll_through_restart($node, $db // 'postgres', qq{
+	aw_poll_for($node, $db // 'postgres', qq{
 SELECT worker_pid IS NOT NULL AND worker_pid <> $old_pid
   FROM aion_wake.status})
 	  or return undef;
 	return aw_worker_pid($node, $db);
-}
-
-# poll_query_until for a server that may be restarting (after a kill -9 or
-# a crash): poll_query_until writes its query to psql's standard input, and
-# a psql that finds the server in recovery may exit before the write, which
-# kills the test with "ack Broken pipe" from IPC::Run.  Here the query goes
-# in -c and a failed attempt is only retried.
-sub aw_poll_through_restart
-{
-	my ($node, $db, $sql) = @_;
-	my $end = Time::HiRes::time() + $PostgreSQL::Test::Utils::timeout_default;
-	my $connstr = $node->connstr($db);
-
-	for (;;)
-	{
-		my ($out, $err) = ('', '');
-		eval {
-			IPC::Run::run([ 'psql', '-XAtq', '-d', $connstr, '-c', $sql ],
-				'<', '/dev/null', '>', \$out, '2>', \$err);
-		};
-		chomp $out;
-		return 1 if $out eq 't';
-		return 0 if Time::HiRes::time() >= $end;
-		Time::HiRes::usleep(100_000);
-	}
 }
 
 # The server's major version: 15, 17, 18, ...
@@ -258,9 +232,7 @@ sub aw_wait_event
 sub aw_poll_waiters
 {
 	my ($node, $n, $what, $db) = @_;
-	ok( $node->poll_query_until(
-			$db // 'postgres', "SELECT waiters = $n FROM aion_wake.status"),
-		$what);
+	ok(aw_wait_status($node, "waiters = $n", $db), $what);
 }
 
 # Enqueue rows of a topic and park each for an hour, each park in a
@@ -280,24 +252,23 @@ sub aw_park_rows
 }
 
 # Poll until the row $key is re-offered: no longer parked and visible now.
-# Returns what poll_query_until does.
+# Returns what aw_poll_for does.
 sub aw_wait_reoffered
 {
 	my ($node, $key, $db) = @_;
-	return $node->poll_query_until(
-		$db // 'postgres', qq{
+	return aw_poll_for(
+		$node, $db // 'postgres', qq{
 SELECT parked_at IS NULL AND visible_after <= clock_timestamp()
   FROM aion_wake.outbox WHERE dispatch_key = '$key'});
 }
 
 
 # Poll until the parked set holds $n confirmed entries of $topic (after a
-# rebuild, or once parks have committed).  Returns what poll_query_until
-# does.
+# rebuild, or once parks have committed).  Returns what aw_poll_for does.
 sub aw_wait_confirmed
 {
 	my ($node, $topic, $n) = @_;
-	return $node->poll_query_until('postgres', qq{
+	return aw_poll_for($node, 'postgres', qq{
 SELECT count(*) = $n FROM aion_wake.parked
  WHERE topic = '$topic' AND state = 'confirmed'});
 }
@@ -342,25 +313,43 @@ SELECT coalesce(string_agg(dispatch_key, ',' ORDER BY dispatch_key), '')
  WHERE $where});
 }
 
-# Poll a query until it returns $expected ('t' by default) or $secs seconds
-# have passed; return whether it did.  For what must happen promptly, where
-# poll_query_until's 180 s would only slow down the report of a failure,
-# and for the short windows in which a negative check looks for something
-# that must not happen.  Says nothing when the time runs out: the caller's
-# ok() does.
+# Poll a query until it returns true or $secs seconds have passed; return
+# whether it did.  Without $secs, the time poll_query_until gives (180 s
+# by default), and a note of the last answer when it runs out.  With it,
+# for what must happen promptly, where 180 s would only slow down the
+# report of a failure, and for the short windows in which a negative check
+# looks for something that must not happen; then it says nothing when the
+# time runs out: the caller's ok() does.
+#
+# Each attempt is a psql of its own with the query in -c, and an attempt
+# that fails is only tried again: poll_query_until writes its query to
+# psql's standard input, and a psql that finds the server restarting
+# (after a kill -9 or a crash) may exit before the write, which kills the
+# test with "ack Broken pipe" from IPC::Run.  One statement per query: -c
+# prints only the last one's result.
 sub aw_poll_for
 {
-	my ($node, $db, $sql, $secs, $expected) = @_;
-	my $end = Time::HiRes::time() + $secs;
+	my ($node, $db, $sql, $secs) = @_;
+	my $end = Time::HiRes::time()
+	  + ($secs // $PostgreSQL::Test::Utils::timeout_default);
+	my @psql = ($node->installed_command('psql'),
+		'-XAtq', '-d', $node->connstr($db), '-c', $sql);
+	my ($out, $err);
 
-	$expected //= 't';
 	for (;;)
 	{
-		my ($ret, $out) = $node->psql($db, $sql);
-		return 1 if $ret == 0 && $out eq $expected;
-		return 0 if Time::HiRes::time() >= $end;
+		($out, $err) = ('', '');
+		my $ran = eval {
+			IPC::Run::run(\@psql, '<', '/dev/null', '>', \$out, '2>', \$err);
+		};
+		chomp $out;
+		return 1 if $ran && $out eq 't';
+		last if Time::HiRes::time() >= $end;
 		Time::HiRes::usleep(100_000);
 	}
+	diag("aw_poll_for timed out on:\n$sql\nlast output: $out\nlast error: $err")
+	  unless defined $secs;
+	return 0;
 }
 
 # public.sqlstate_of(stmt) in database $db (default 'postgres'): run stmt
