@@ -26,6 +26,7 @@ extern bool aw_notify_ready;
 extern char *aw_worker_role;
 extern int	aw_lost_wake_tolerance_ms;
 extern bool aw_debug_drop_wakes;
+extern int	aw_debug_look_lock;
 
 extern void aw_define_settings(void);
 

@@ -68,8 +68,9 @@ SELECT histogram, le, array_length(buckets, 1) = array_length(le, 1) AS one_per_
 -- every row claimed above was observed by claim_latency
 SELECT count >= 6 AS latency_counted FROM aion_wake.claim_histogram WHERE histogram = 'claim_latency';
 
--- the debug hook is for superusers only, and off
+-- the debug hooks are for superusers only, and off
 SHOW aion_wake.debug_drop_wakes;
+SHOW aion_wake.debug_look_lock;
 SHOW aion_wake.lost_wake_tolerance;
 
 -- not for PUBLIC; a monitoring role needs EXECUTE and SELECT on the two
@@ -86,6 +87,7 @@ SELECT err($$SELECT payload FROM aion_wake.outbox$$);
 SELECT err($$SELECT * FROM aion_wake.topic_health$$);
 SELECT err($$SELECT * FROM aion_wake.claim_histogram$$);
 SELECT err($$SET aion_wake.debug_drop_wakes = on$$);
+SELECT err($$SET aion_wake.debug_look_lock = 1$$);
 RESET ROLE;
 -- the grants of README's Monitoring section
 GRANT SELECT ON aion_wake.topic_health, aion_wake.claim_histogram TO mon_reader;

@@ -68,6 +68,7 @@
 
 #include "aw_claim_internal.h"
 #include "aw_compat.h"
+#include "aw_settings.h"
 
 /* looks under a new snapshot before one follows rows updated since */
 #define AW_DIRECT_LOOKS 3
@@ -523,6 +524,16 @@ aw_direct_take(AwDirectLeases *l, Relation index, const char *topic, int32 below
 		cid = GetCurrentCommandId(true);
 		PushActiveSnapshot(GetTransactionSnapshot());
 		snapshot = GetActiveSnapshot();
+
+		/*
+		 * The test hook aion_wake.debug_look_lock = K: look N waits for
+		 * the advisory lock (K, N) in share mode, so that a test holding
+		 * it can change a row after this look's snapshot and before its
+		 * scan (test/t/047_third_look.pl)
+		 */
+		if (unlikely(aw_debug_look_lock != 0))
+			DirectFunctionCall2(pg_advisory_xact_lock_shared_int4,
+								Int32GetDatum(aw_debug_look_lock), Int32GetDatum(look));
 		l->estate->es_snapshot = snapshot;
 		l->estate->es_output_cid = cid;
 		aw_direct_lock(l, index, snapshot, cid, topic_datum, below, now, follow,

@@ -36,6 +36,7 @@ bool		aw_notify_ready = true;
 char	   *aw_worker_role = NULL;
 int			aw_lost_wake_tolerance_ms = 100;
 bool		aw_debug_drop_wakes = false;
+int			aw_debug_look_lock = 0;
 
 /*
  * Define the parameters.  Called from _PG_init in the postmaster, while
@@ -161,6 +162,16 @@ aw_define_settings(void)
 							 PGC_SUSET,
 							 GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("aion_wake.debug_look_lock",
+							"Test hook: each look of a claim without the executor waits, after its snapshot, "
+							"for the advisory lock (this key, the look's number) in share mode.",
+							"For the test of a claim's third look only; never set it in production.  0: off.",
+							&aw_debug_look_lock,
+							0, 0, INT_MAX,
+							PGC_SUSET,
+							GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("aion_wake");
 }
