@@ -87,7 +87,6 @@ extern uint64 aw_claim_once(AwClaim *c, uint64 mask, uint64 spend);
 /* add the call's counts to its topics' (claim.c) */
 extern void aw_claim_monitor_flush(AwClaim *c);
 
-/* the first look of a claim of one topic without the executor (claim_direct.c) */
 /* a row the first look leased */
 typedef struct AwDirectRow
 {
@@ -97,6 +96,7 @@ typedef struct AwDirectRow
 	bool		was_parked;
 } AwDirectRow;
 
+/* the first look of a claim of one topic without the executor (claim_direct.c) */
 extern bool aw_claim_direct_may(int32 below);
 extern bool aw_claim_direct(const char *topic, int32 below, int max_rows,
 							TimestampTz now, TimestampTz lease_end,

@@ -588,13 +588,13 @@ aw_claim_direct_may(int32 below)
  * below and above 0 that has a row (else of priority 0), leased until
  * lease_end, which must lie after now (else a look after the first
  * would find them again).  Returns false when the look is not done here:
- * the caller runs a statement.  Else *nrows rows were leased (none: no
- * such row), and *rows (allocated in the
- * caller's memory) holds *nrows leased rows' columns in the order of a
- * claim's result, each one's fence before and whether it was parked,
- * ordered as the walk returns them; *nrows may be short of max_rows when
- * that priority has no more, and *looked is then the lowest priority a
- * look scanned (a look that passed over stale rows probes again).
+ * the caller runs a statement.  Else *nrows rows were leased (0: no such
+ * row), and *rows (allocated in the caller's memory) holds their columns
+ * in the order of a claim's result, each one's fence before and whether
+ * it was parked, ordered as the walk returns them; *nrows may be short of
+ * max_rows when that priority has no more, and *looked is then the lowest
+ * priority a look scanned (a look that passed over stale rows probes
+ * again).
  */
 bool
 aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
