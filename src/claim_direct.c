@@ -58,6 +58,8 @@
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
+#include "storage/bufmgr.h"
+#include "storage/procarray.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -410,6 +412,45 @@ aw_direct_lease(AwDirectLeases *l, Snapshot snapshot, TupleTableSlot *locked)
 }
 
 /*
+ * Whether the row version found carries the xmax of another transaction
+ * still in progress: a lock or an update not yet committed.  A tuple lock
+ * in LockTupleExclusive mode with LockWaitSkip would then answer
+ * TM_WouldBlock, after an exclusive lock on the heap page and three trips
+ * through the shared lock table (the tuple lock taken and given back, the
+ * holder's transaction lock tried); this costs a share lock on the page
+ * and the in-progress check that tuple lock would make too.  When many
+ * claims walk the same head of the index at once, most rows a walk meets
+ * are held this way, and those trips were where its workers waited
+ * (bench/throughput/results/held_rows.md).
+ *
+ * Under SKIP LOCKED a row held at the moment it is looked at is passed
+ * over, whoever holds it: this is that check made earlier.  Anything else
+ * (no xmax, a committed or aborted one, a MultiXact, this transaction's
+ * own) answers false and goes to the tuple lock, which decides.
+ */
+static bool
+aw_direct_held(TupleTableSlot *found)
+{
+	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) found;
+	HeapTupleHeader htup;
+	uint16		infomask;
+	TransactionId xmax;
+
+	if (!TTS_IS_BUFFERTUPLE(found) || !BufferIsValid(bslot->buffer))
+		return false;
+	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
+	htup = bslot->base.tuple->t_data;
+	infomask = htup->t_infomask;
+	xmax = HeapTupleHeaderGetRawXmax(htup);
+	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+
+	if ((infomask & (HEAP_XMAX_INVALID | HEAP_XMAX_COMMITTED | HEAP_XMAX_IS_MULTI)) != 0 ||
+		!TransactionIdIsNormal(xmax) || TransactionIdIsCurrentTransactionId(xmax))
+		return false;
+	return TransactionIdIsInProgress(xmax);
+}
+
+/*
  * One look under snapshot: probe for the priority, scan its visible rows
  * and lease those nobody holds until l has all it wants.
  *
@@ -466,6 +507,8 @@ aw_direct_lock(AwDirectLeases *l, Relation index, Snapshot snapshot, CommandId c
 		TM_Result	r;
 
 		CHECK_FOR_INTERRUPTS();
+		if (aw_direct_held(found))
+			continue;
 		r = table_tuple_lock(l->rel, &found->tts_tid, snapshot, locked, cid,
 							 LockTupleExclusive, LockWaitSkip,
 							 follow ? (TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
