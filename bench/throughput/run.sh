@@ -70,7 +70,8 @@
 # THROUGHPUT_PRODUCERS (4), THROUGHPUT_CONT (1; 0: no continuous run),
 # THROUGHPUT_BACKLOG (""), THROUGHPUT_SAMPLES (2000),
 # THROUGHPUT_OUT (where results/ goes; default bench/throughput),
-# PG_CONFIG (pg_config).
+# THROUGHPUT_TRACE (0; 1: each run prints, on stderr, when each worker's
+# first claim returned and its last settle committed), PG_CONFIG (pg_config).
 #
 set -euo pipefail
 
@@ -128,6 +129,7 @@ peer_pgboss() {
 client() {
 	bench_as_pg env PGHOST="$BENCH_TMP" PGPORT="$BENCH_PORT" PGDATABASE=postgres \
 		PGUSER=postgres THROUGHPUT_WAITS=1 THROUGHPUT_POLL_MS="${poll:-0}" \
+		THROUGHPUT_TRACE="${THROUGHPUT_TRACE:-0}" \
 		"$tmp/throughput" "$@"
 }
 

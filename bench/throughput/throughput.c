@@ -123,6 +123,7 @@ typedef struct
 	long		stmts;
 	long		empty;			/* claims that found nothing */
 	int64_t		end_ns;
+	int64_t		first_ns;		/* when its first claim returned */
 	double	   *lat;			/* ms, continuous only */
 	long		nlat;
 	long		maxlat;
@@ -466,6 +467,8 @@ worker_main(void *arg)
 	{
 		if (rw.n == 0 && do_claim(w, &rw, want) == 0)
 		{
+			if (w->first_ns == 0)
+				w->first_ns = now_ns();
 			w->empty++;
 			if (!continuous)
 				break;
@@ -480,6 +483,8 @@ worker_main(void *arg)
 			}
 			continue;
 		}
+		if (w->first_ns == 0)
+			w->first_ns = now_ns();
 		do_settle(w, &rw);
 	}
 	if (w->end_ns == 0)
@@ -982,6 +987,18 @@ run_throughput(PGconn *mon, long n)
 	if (!continuous && rows != n)
 		die("%s: delivered %ld rows of %ld", mode_name, rows, n);
 
+	/*
+	 * THROUGHPUT_TRACE=1: when each worker's first claim returned and when
+	 * its last settle committed, from the start signal, on stderr
+	 * (bench/throughput/results/held_rows.md used it)
+	 */
+	if (getenv("THROUGHPUT_TRACE") != NULL && strcmp(getenv("THROUGHPUT_TRACE"), "1") == 0)
+	{
+		for (i = 0; i < nworkers; i++)
+			fprintf(stderr, "TRACE mode=%s worker=%d first_claim_ms=%.1f last_settle_ms=%.1f rows=%ld\n",
+					mode_name, i, (workers[i].first_ns - t_start) / 1e6,
+					(workers[i].end_ns - t_start) / 1e6, workers[i].rows);
+	}
 	el = (t_end - t_start) / 1e9;
 	printf("RESULT mode=%s phase=%s workers=%d batch=%d rows=%ld",
 		   mode_name, continuous ? "cont" : "burn", nworkers, batch, rows);
