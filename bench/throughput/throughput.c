@@ -297,6 +297,8 @@ do_claim(Worker *w, Rows *rw, int want)
 	v[3] = continuous ? "200 ms" : "0";
 	w->stmts++;
 	rows_set(rw, exec_prep(w->conn, "claim", mode >= M_SQL ? 3 : 4, v, PGRES_TUPLES_OK));
+	if (w->first_ns == 0)
+		w->first_ns = now_ns();
 	return rw->n;
 }
 
@@ -467,8 +469,6 @@ worker_main(void *arg)
 	{
 		if (rw.n == 0 && do_claim(w, &rw, want) == 0)
 		{
-			if (w->first_ns == 0)
-				w->first_ns = now_ns();
 			w->empty++;
 			if (!continuous)
 				break;
@@ -483,8 +483,6 @@ worker_main(void *arg)
 			}
 			continue;
 		}
-		if (w->first_ns == 0)
-			w->first_ns = now_ns();
 		do_settle(w, &rw);
 	}
 	if (w->end_ns == 0)
