@@ -31,6 +31,7 @@ OBJS = \
 	src/reoffer.o \
 	src/set_views.o \
 	src/settings.o \
+	src/settle_direct.o \
 	src/waiters.o \
 	src/worker.o \
 	src/worker_slots.o \
@@ -50,13 +51,13 @@ SHLIB_LINK_INTERNAL = $(libpq)
 # regression.diffs, regression.out and log/ at the top, which PGXS's clean
 # removes.  The temporary instance stays under test/, apart from TAP's
 # tmp_check/: pg_regress removes its instance directory before it starts.
-REGRESS = setup protocol outbox security limits monitoring batch batch_books rates rates_attacks priorities claim_direct
+REGRESS = setup protocol outbox security limits monitoring batch batch_books rates rates_attacks priorities claim_direct settle_direct
 REGRESS_OPTS = --temp-config=test/aion_wake.conf --temp-instance=test/tmp_check \
 	--load-extension=aion_wake
 
 # isolation specs keep a directory of their own: their expected output
 # (protocol.out, outbox.out) would collide with pg_regress's in expected/
-ISOLATION = protocol outbox topics batch batch_race priorities claim_look
+ISOLATION = protocol outbox topics batch batch_race priorities claim_look settle_look
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation \
 	--temp-config=test/aion_wake.conf --temp-instance=test/tmp_check_iso \
 	--load-extension=aion_wake

@@ -220,6 +220,19 @@ aw_wait_event_wait_database(void)
 #endif
 
 /*
+ * table_tuple_delete().  19 folded its changingPart into options
+ * (TABLE_DELETE_CHANGING_PARTITION), placed after cid.  aion_wake never
+ * moves a row between partitions.
+ */
+#if PG_VERSION_NUM >= 190000
+#define aw_tuple_delete(rel, tid, cid, snapshot, crosscheck, wait, tmfd) \
+	table_tuple_delete((rel), (tid), (cid), 0, (snapshot), (crosscheck), (wait), (tmfd))
+#else
+#define aw_tuple_delete(rel, tid, cid, snapshot, crosscheck, wait, tmfd) \
+	table_tuple_delete((rel), (tid), (cid), (snapshot), (crosscheck), (wait), (tmfd), false)
+#endif
+
+/*
  * NOT NULL constraints not validated.  PostgreSQL 18 added NOT NULL ...
  * NOT VALID: a column can have one that rows already break, which an
  * UPDATE of any column then finds.  The relation's descriptor says so in

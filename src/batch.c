@@ -42,6 +42,7 @@
 #include "aw_args.h"
 #include "aw_batch.h"
 #include "aw_claim.h"
+#include "aw_direct.h"
 #include "aw_limits.h"
 #include "aw_plans.h"
 #include "aw_parked_set.h"
@@ -82,6 +83,16 @@ typedef struct AwBatchTopic
 	int32		settled;		/* rows of it settled */
 	bool		limited;
 } AwBatchTopic;
+
+/* one row a call settled: what its settle returned of it */
+typedef struct AwBatchRow
+{
+	int			pair;			/* in AwBatch.pairs */
+	char		topic[AW_TOPIC_MAXLEN + 1];
+	TimestampTz old_fence;		/* its fence before the call */
+	Datum		extra[2];		/* what the kind returns beyond those */
+	bool		extra_null[2];
+} AwBatchRow;
 
 /* one call: its arguments, then what it settled */
 typedef struct AwBatch
@@ -282,9 +293,9 @@ aw_batch_pairs(FunctionCallInfo fcinfo, AwBatch *b, int argno_keys, int argno_to
 	}
 }
 
-/* The position in the call's arrays of a key the statement settled. */
+/* The pair (in b->pairs) of a key the statement settled. */
 static int
-aw_batch_pos(AwBatch *b, const char *key)
+aw_batch_pair(AwBatch *b, const char *key)
 {
 	AwBatchPair probe;
 	AwBatchPair *p;
@@ -293,7 +304,7 @@ aw_batch_pos(AwBatch *b, const char *key)
 	p = bsearch(&probe, b->pairs, b->n, sizeof(AwBatchPair), aw_pair_cmp);
 	if (p == NULL)
 		elog(ERROR, "aion_wake batch settled key \"%s\" it was not given", key);
-	return p->pos;
+	return p - b->pairs;
 }
 
 /* The topic of a settled row, entered with its first row. */
@@ -362,34 +373,46 @@ aw_batch_lock_topics(AwBatch *b)
 }
 
 /*
- * Run the call's settle statement and record every row it settled as its
- * single-row form does.  Returns the rows settled.
+ * Settle the call's rows into rows[] (room for b->n): complete's delete
+ * without the executor where settle_direct.c may run it, else the kind's
+ * statement.  Returns the rows settled.
  */
 static int
-aw_batch_settle(AwBatch *b)
+aw_batch_run(AwBatch *b, TimestampTz now, TimestampTz fence, AwBatchRow *rows)
 {
 	Datum	   *keys;
 	Datum	   *tokens;
 	Datum		args[4];
 	char		nulls[5] = "    ";
-	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz fence = 0;
-	bool		served = aw_database_is_served();
-	bool		parked = false;
 	uint64		n;
-	uint64		r;
 	int			i;
-	HASHCTL		ctl;
 
-	if (b->n == 0)
-		return 0;
+	if (b->kind == AW_BATCH_COMPLETE)
+	{
+		const char **ckeys = palloc(sizeof(char *) * b->n);
+		int64	   *ctokens = palloc(sizeof(int64) * b->n);
+		AwDirectDeleted *deleted = palloc(sizeof(AwDirectDeleted) * b->n);
+		int			nd;
 
-	/* made before SPI_connect: the claim that follows reads the topics */
-	ctl.keysize = AW_TOPIC_MAXLEN + 1;
-	ctl.entrysize = sizeof(AwBatchTopic);
-	ctl.hcxt = CurrentMemoryContext;
-	b->topics = hash_create("aion_wake batch topics", 8, &ctl,
-							HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		for (i = 0; i < b->n; i++)
+		{
+			ckeys[i] = b->pairs[i].key;
+			ctokens[i] = b->pairs[i].token;
+		}
+		if (aw_settle_direct_complete(ckeys, ctokens, b->n, deleted, &nd))
+		{
+			for (i = 0; i < nd; i++)
+			{
+				rows[i].pair = deleted[i].pair;
+				memcpy(rows[i].topic, deleted[i].topic, sizeof(rows[i].topic));
+				rows[i].old_fence = deleted[i].old_fence;
+				rows[i].extra[0] = BoolGetDatum(deleted[i].was_parked);
+				rows[i].extra_null[0] = false;
+			}
+			return nd;
+		}
+	}
+
 	keys = palloc(sizeof(Datum) * b->n);
 	tokens = palloc(sizeof(Datum) * b->n);
 	for (i = 0; i < b->n; i++)
@@ -405,13 +428,11 @@ aw_batch_settle(AwBatch *b)
 		case AW_BATCH_COMPLETE:
 			break;
 		case AW_BATCH_FAIL:
-			fence = aw_clock_plus(now, b->backoff);
 			args[2] = b->text_arg;
 			nulls[2] = b->text_null ? 'n' : ' ';
 			args[3] = TimestampTzGetDatum(fence);
 			break;
 		case AW_BATCH_PARK:
-			fence = aw_clock_plus(now, b->backoff);
 			args[2] = TimestampTzGetDatum(fence);
 			args[3] = TimestampTzGetDatum(now);
 			break;
@@ -431,41 +452,75 @@ aw_batch_settle(AwBatch *b)
 					b->kind == AW_BATCH_COMPLETE ? SPI_OK_DELETE_RETURNING :
 					b->kind == AW_BATCH_DEAD_LETTER ? SPI_OK_INSERT_RETURNING :
 					SPI_OK_UPDATE_RETURNING);
-	/* the topics first: their locks, then each row */
-	for (r = 0; r < n; r++)
+	for (uint64 r = 0; r < n; r++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
 		char		key[AW_KEY_MAXLEN + 1];
-		char		topic[AW_TOPIC_MAXLEN + 1];
 		bool		isnull;
 
 		text_to_cstring_buffer(DatumGetTextPP(SPI_getbinval(tup, desc, 1, &isnull)),
 							   key, sizeof(key));
+		rows[r].pair = aw_batch_pair(b, key);
 		text_to_cstring_buffer(DatumGetTextPP(SPI_getbinval(tup, desc, 2, &isnull)),
-							   topic, sizeof(topic));
-		(void) aw_batch_topic(b, topic, aw_batch_pos(b, key));
+							   rows[r].topic, sizeof(rows[r].topic));
+		Assert(DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull)) ==
+			   b->pairs[rows[r].pair].token);
+		rows[r].old_fence = DatumGetTimestampTz(SPI_getbinval(tup, desc, 4, &isnull));
+		/* what the kind returns beyond those: by value, so kept after SPI_finish */
+		for (i = 0; i < 2; i++)
+		{
+			rows[r].extra_null[i] = true;
+			if (desc->natts >= 5 + i)
+				rows[r].extra[i] = SPI_getbinval(tup, desc, 5 + i, &rows[r].extra_null[i]);
+		}
 	}
+	SPI_finish();
+	return (int) n;
+}
+
+/*
+ * Settle the call's rows and record every row settled as its single-row
+ * form does.  Returns the rows settled.
+ */
+static int
+aw_batch_settle(AwBatch *b)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz fence = 0;
+	bool		served = aw_database_is_served();
+	bool		parked = false;
+	AwBatchRow *rows;
+	int			n;
+	int			r;
+	HASHCTL		ctl;
+
+	if (b->n == 0)
+		return 0;
+
+	/* in the caller's memory: the claim that follows reads the topics */
+	ctl.keysize = AW_TOPIC_MAXLEN + 1;
+	ctl.entrysize = sizeof(AwBatchTopic);
+	ctl.hcxt = CurrentMemoryContext;
+	b->topics = hash_create("aion_wake batch topics", 8, &ctl,
+							HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	if (b->kind == AW_BATCH_FAIL || b->kind == AW_BATCH_PARK)
+		fence = aw_clock_plus(now, b->backoff);
+	rows = palloc(sizeof(AwBatchRow) * b->n);
+	n = aw_batch_run(b, now, fence, rows);
+
+	/* the topics first: their locks, then each row */
+	for (r = 0; r < n; r++)
+		(void) aw_batch_topic(b, rows[r].topic, b->pairs[rows[r].pair].pos);
 	if (n > 0)
 		aw_batch_lock_topics(b);
 	for (r = 0; r < n; r++)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[r];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		char		key[AW_KEY_MAXLEN + 1];
-		char		topic[AW_TOPIC_MAXLEN + 1];
-		int64		token;
-		TimestampTz old_fence;
-		AwBatchTopic *t;
-		bool		isnull;
-
-		text_to_cstring_buffer(DatumGetTextPP(SPI_getbinval(tup, desc, 1, &isnull)),
-							   key, sizeof(key));
-		text_to_cstring_buffer(DatumGetTextPP(SPI_getbinval(tup, desc, 2, &isnull)),
-							   topic, sizeof(topic));
-		token = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
-		old_fence = DatumGetTimestampTz(SPI_getbinval(tup, desc, 4, &isnull));
-		t = hash_search(b->topics, topic, HASH_FIND, NULL);
+		const char *key = b->pairs[rows[r].pair].key;
+		const char *topic = rows[r].topic;
+		int64		token = b->pairs[rows[r].pair].token;
+		TimestampTz old_fence = rows[r].old_fence;
+		AwBatchTopic *t = hash_search(b->topics, topic, HASH_FIND, NULL);
 
 		/* the lease ended: released at commit, a pulse unless park */
 		aw_xact_record_settle(key, token, topic, t->limited, b->kind != AW_BATCH_PARK,
@@ -473,7 +528,7 @@ aw_batch_settle(AwBatch *b)
 		switch (b->kind)
 		{
 			case AW_BATCH_COMPLETE:
-				if (DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull)))
+				if (DatumGetBool(rows[r].extra[0]))
 					aw_xact_record_forget(key);
 				break;
 			case AW_BATCH_FAIL:
@@ -485,16 +540,15 @@ aw_batch_settle(AwBatch *b)
 				break;
 			case AW_BATCH_PARK:
 				{
-					int32		attempt = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
+					int32		attempt = DatumGetInt32(rows[r].extra[0]);
 					AwSavedEntry before;
 					AwParkRecord *rec;
 					AwParkResult pr;
 
 					/* if the row was parked before, a rollback must restore its entry */
 					memset(&before, 0, sizeof(before));
-					before.parked_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 6,
-																		 &isnull));
-					before.valid = !isnull;
+					before.parked_at = DatumGetTimestampTz(rows[r].extra[1]);
+					before.valid = !rows[r].extra_null[1];
 					before.fence = old_fence;
 					before.attempt = attempt;
 					strlcpy(before.topic, topic, sizeof(before.topic));
@@ -520,12 +574,11 @@ aw_batch_settle(AwBatch *b)
 				pg_unreachable();
 		}
 	}
-	SPI_finish();
 	if (b->kind == AW_BATCH_PARK && n > 0 && !served)
 		aw_warn_unserved_once();
 	if (parked)
 		aw_nudge_worker(MyDatabaseId);
-	return (int) n;
+	return n;
 }
 
 /*

@@ -70,6 +70,7 @@
 
 #include "aw_claim_internal.h"
 #include "aw_compat.h"
+#include "aw_direct.h"
 #include "aw_settings.h"
 
 /* looks under a new snapshot before one follows rows updated since */
@@ -141,7 +142,7 @@ aw_direct_forget(Datum arg, Oid relid)
 }
 
 /* The function of the index column's operator strategy, or InvalidOid. */
-static Oid
+Oid
 aw_direct_op(Relation index, int col, Oid righttype, int16 strategy)
 {
 	Oid			op = get_opfamily_member(index->rd_opfamily[col],
@@ -149,6 +150,42 @@ aw_direct_op(Relation index, int col, Oid righttype, int16 strategy)
 										 righttype, strategy);
 
 	return OidIsValid(op) ? get_opcode(op) : InvalidOid;
+}
+
+/* Whether index column col has type's default btree operator class. */
+bool
+aw_direct_default_opclass(Relation index, int col, Oid type)
+{
+	Oid			opclass = GetDefaultOpClass(type, BTREE_AM_OID);
+
+	return OidIsValid(opclass) && index->rd_opfamily[col] == get_opclass_family(opclass);
+}
+
+/*
+ * Whether rel is a plain table, where a write of a row does nothing but
+ * write it: not partitioned or inherited from, no row security, triggers
+ * (foreign keys that reference it among them) or rules.
+ */
+bool
+aw_direct_rel_plain(Relation rel)
+{
+	return rel->rd_rel->relkind == RELKIND_RELATION && !rel->rd_rel->relhassubclass &&
+		!rel->rd_rel->relispartition && !rel->rd_rel->relrowsecurity &&
+		rel->trigdesc == NULL && rel->rd_rules == NULL;
+}
+
+/* The column of desc named name, of type type; else InvalidAttrNumber. */
+AttrNumber
+aw_direct_column(TupleDesc desc, const char *name, Oid type)
+{
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(desc, i);
+
+		if (!attr->attisdropped && strcmp(NameStr(attr->attname), name) == 0)
+			return attr->atttypid == type ? attr->attnum : InvalidAttrNumber;
+	}
+	return InvalidAttrNumber;
 }
 
 /*
@@ -201,32 +238,16 @@ aw_direct_learn(Relation rel, Relation index)
 	s->known = true;
 
 	/* nothing else may happen on an update of the outbox */
-	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relhassubclass ||
-		rel->rd_rel->relispartition ||
-		rel->rd_rel->relrowsecurity || rel->trigdesc != NULL || rel->rd_rules != NULL ||
+	if (!aw_direct_rel_plain(rel) ||
 		(desc->constr != NULL && desc->constr->has_generated_stored))
 		return;
 
 	/* every column a claim returns or writes, of its type */
 	for (c = 0; c < AW_OUTBOX_MAX_NATTS; c++)
 	{
-		AttrNumber	a = InvalidAttrNumber;
-
-		for (int i = 0; i < desc->natts; i++)
-		{
-			Form_pg_attribute attr = TupleDescAttr(desc, i);
-
-			if (!attr->attisdropped &&
-				strcmp(NameStr(attr->attname), aw_direct_colnames[c]) == 0)
-			{
-				if (attr->atttypid == aw_direct_coltypes[c])
-					a = attr->attnum;
-				break;
-			}
-		}
-		if (a == InvalidAttrNumber)
+		s->att[c] = aw_direct_column(desc, aw_direct_colnames[c], aw_direct_coltypes[c]);
+		if (s->att[c] == InvalidAttrNumber)
 			return;
-		s->att[c] = a;
 	}
 	for (int i = 0; i < desc->natts; i++)
 		if (aw_not_null_unvalidated(desc, i))
@@ -255,11 +276,9 @@ aw_direct_learn(Relation rel, Relation index)
 	for (c = 0; c < 3; c++)
 	{
 		AttrNumber	a = ix->indkey.values[c];
-		Oid			type = TupleDescAttr(desc, a - 1)->atttypid;
-		Oid			opclass = GetDefaultOpClass(type, BTREE_AM_OID);
 
 		if (((index->rd_indoption[c] & INDOPTION_DESC) != 0) != (c == 1) ||
-			!OidIsValid(opclass) || index->rd_opfamily[c] != get_opclass_family(opclass))
+			!aw_direct_default_opclass(index, c, TupleDescAttr(desc, a - 1)->atttypid))
 			return;
 	}
 	if (index->rd_indcollation[0] != TupleDescAttr(desc, s->att[AW_COL_TOPIC] - 1)->attcollation)
@@ -613,16 +632,27 @@ aw_direct_row_cmp(const void *a, const void *b, void *arg)
 
 /*
  * Whether the first look may run in this transaction at all, whatever the
- * outbox: not in another isolation level, in a transaction that may not
- * write or is parallel, under a permission hook (sepgsql, pgaudit) the
- * statement's executor would call, or for a priority below out of range.
+ * outbox: where aw_direct_xact_may() allows a write without the executor,
+ * and for a priority below in range.
  */
 bool
 aw_claim_direct_may(int32 below)
 {
+	return aw_direct_xact_may() && below > 0 && below <= PG_INT16_MAX;
+}
+
+/*
+ * Whether a write without the executor may run in this transaction at
+ * all: only in READ COMMITTED (a statement in another level raises where
+ * a concurrent update meets it, and takes predicate locks), in a
+ * transaction that may write and is not parallel, and with no permission
+ * hook (sepgsql, pgaudit) that the statement's executor would call.
+ */
+bool
+aw_direct_xact_may(void)
+{
 	return XactIsoLevel == XACT_READ_COMMITTED && !XactReadOnly &&
-		!IsInParallelMode() && ExecutorCheckPerms_hook == NULL &&
-		below > 0 && below <= PG_INT16_MAX;
+		!IsInParallelMode() && ExecutorCheckPerms_hook == NULL;
 }
 
 /*

@@ -1,0 +1,55 @@
+/*-------------------------------------------------------------------------
+ *
+ * aw_direct.h
+ *	  What the outbox's writes done without the executor share: a claim's
+ *	  first look (claim_direct.c) and complete_many's delete
+ *	  (settle_direct.c).  Each does one statement's work on the outbox by
+ *	  the table and index access methods, only where that statement would
+ *	  do nothing else; these say where.
+ *
+ * Copyright (c) 2026, aion_wake authors
+ *
+ * IDENTIFICATION
+ *	  include/aw_direct.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef AW_DIRECT_H
+#define AW_DIRECT_H
+
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "aw_names.h"
+
+/* the transaction allows it: READ COMMITTED, may write, no permission hook */
+extern bool aw_direct_xact_may(void);
+
+/*
+ * rel is a plain table: no partitions or children, row security,
+ * triggers or rules, so that a write of its rows does nothing else
+ */
+extern bool aw_direct_rel_plain(Relation rel);
+
+/* the column of rel named name, of type type; else InvalidAttrNumber */
+extern AttrNumber aw_direct_column(TupleDesc desc, const char *name, Oid type);
+
+/* the function of an index column's operator strategy, or InvalidOid */
+extern Oid	aw_direct_op(Relation index, int col, Oid righttype, int16 strategy);
+
+/* whether an index column has its type's default btree operator class */
+extern bool aw_direct_default_opclass(Relation index, int col, Oid type);
+
+/* a row complete_many's delete deleted (settle_direct.c) */
+typedef struct AwDirectDeleted
+{
+	int			pair;			/* its place in the keys given */
+	char		topic[AW_TOPIC_MAXLEN + 1];
+	TimestampTz old_fence;		/* its fence */
+	bool		was_parked;		/* parked_at was set */
+} AwDirectDeleted;
+
+extern bool aw_settle_direct_complete(const char *const *keys, const int64 *tokens, int n,
+									  AwDirectDeleted *deleted, int *ndeleted);
+
+#endif							/* AW_DIRECT_H */
