@@ -10,7 +10,9 @@
  *	  A call settles every (key, token) pair whose row still carries that
  *	  token, in one statement over the arrays (unnest), as a hand-written
  *	  batch DELETE or UPDATE would; a stale token or a missing key settles
- *	  nothing for its pair.  Each row settled is then recorded exactly as
+ *	  nothing for its pair.  complete_many deletes its rows without the
+ *	  executor where that statement would do nothing else
+ *	  (settle_direct.c).  Each row settled is then recorded exactly as
  *	  its single-row settle records it (outbox.c): the lease it ended (a
  *	  limited topic's slot released at commit, once, and passed on to the
  *	  next rows taken), the park forgotten at commit, a park's entry in the
@@ -19,7 +21,8 @@
  *	  The keys are sorted before the statement runs, which reads the rows
  *	  in key order (the primary key's index, "dispatch_key = ANY" of the
  *	  keys: plans.c allows only index plans), so two calls that settle
- *	  overlapping keys lock the rows in the same order and never deadlock.
+ *	  overlapping keys lock the rows in the same order and never deadlock
+ *	  (settle_direct.c deletes them in that order too).
  *	  A key given twice is an error: its row would be settled twice.
  *
  * Copyright (c) 2026, aion_wake authors

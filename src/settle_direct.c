@@ -25,8 +25,8 @@
  *	  children, and its primary key is the btree on dispatch_key.
  *	  Anywhere else it says so, and batch.c runs the statement, which
  *	  does whatever else applies (or raises what it raises).
- *	  doc/design.md, "Writes without the executor", says how the tests
- *	  hold it to the statement.
+ *	  doc/design.md ("Batches": complete_many's delete without the
+ *	  executor) says how the tests hold it to the statement.
  *
  * Copyright (c) 2026, aion_wake authors
  *
