@@ -220,6 +220,18 @@ aw_wait_event_wait_database(void)
 #endif
 
 /*
+ * The primary key's index.  18 gave RelationGetPrimaryKeyIndex() a
+ * deferrable_ok, and returns a deferrable primary key only when it is
+ * true; aion_wake wants only an immediate one (its callers check
+ * indimmediate too, which 15 and 17 do not).
+ */
+#if PG_VERSION_NUM >= 180000
+#define aw_primary_key_index(rel) RelationGetPrimaryKeyIndex((rel), false)
+#else
+#define aw_primary_key_index(rel) RelationGetPrimaryKeyIndex(rel)
+#endif
+
+/*
  * table_tuple_delete().  19 folded its changingPart into options
  * (TABLE_DELETE_CHANGING_PARTITION), placed after cid.  aion_wake never
  * moves a row between partitions.

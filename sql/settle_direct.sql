@@ -86,6 +86,17 @@ SET ROLE sd_app;
 SELECT aion_wake.complete_many(ARRAY['sd8'], sd_tokens(ARRAY['sd8'])) AS settled;
 RESET ROLE;
 
+-- a deferrable primary key: inside a transaction a key may have two
+-- rows, and the statement settles both (so the commit finds no duplicate)
+BEGIN;
+ALTER TABLE aion_wake.outbox DROP CONSTRAINT outbox_pkey,
+	ADD PRIMARY KEY (dispatch_key) DEFERRABLE INITIALLY DEFERRED;
+INSERT INTO aion_wake.outbox (dispatch_key, topic, lease_token)
+	VALUES ('sdd', 'sd', 777), ('sdd', 'sd', 777);
+SELECT aion_wake.complete_many(ARRAY['sdd'], ARRAY[777::bigint]) AS both_settled;
+SET CONSTRAINTS ALL IMMEDIATE;
+ROLLBACK;
+
 -- a table that inherits from the outbox: DELETE FROM the outbox reaches
 -- its rows too.  Last: the outbox keeps relhassubclass set after the
 -- child is dropped (until a vacuum), so every settle after this one would

@@ -116,13 +116,17 @@ aw_sd_learn(Relation rel)
 			return;
 	}
 
-	/* the primary key: a btree on dispatch_key alone, by its default class */
-	pkey = RelationGetPrimaryKeyIndex(rel);
+	/*
+	 * the primary key: a btree on dispatch_key alone, by its default class,
+	 * not deferrable (so that a snapshot sees one version of a key at most)
+	 */
+	pkey = aw_primary_key_index(rel);
 	if (!OidIsValid(pkey))
 		return;
 	index = index_open(pkey, AccessShareLock);
 	ix = index->rd_index;
-	if (index->rd_rel->relam == BTREE_AM_OID && ix->indisunique && ix->indisvalid &&
+	if (index->rd_rel->relam == BTREE_AM_OID && ix->indisunique && ix->indimmediate &&
+		ix->indisvalid &&
 		ix->indisready && ix->indislive && ix->indnatts == 1 && ix->indnkeyatts == 1 &&
 		ix->indkey.values[0] == s->att[AW_SD_KEY] &&
 		RelationGetIndexExpressions(index) == NIL &&
