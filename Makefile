@@ -57,7 +57,7 @@ REGRESS_OPTS = --temp-config=test/aion_wake.conf --temp-instance=test/tmp_check 
 
 # isolation specs keep a directory of their own: their expected output
 # (protocol.out, outbox.out) would collide with pg_regress's in expected/
-ISOLATION = protocol outbox topics batch batch_race priorities claim_look settle_look
+ISOLATION = protocol outbox topics batch batch_race priorities claim_look settle_look direct_acl
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation \
 	--temp-config=test/aion_wake.conf --temp-instance=test/tmp_check_iso \
 	--load-extension=aion_wake

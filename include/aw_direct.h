@@ -17,10 +17,14 @@
 #ifndef AW_DIRECT_H
 #define AW_DIRECT_H
 
+#include "nodes/parsenodes.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
 #include "aw_names.h"
+
+/* aion_wake.outbox, locked, if the caller has need on it; else InvalidOid */
+extern Oid	aw_direct_outbox(AclMode need);
 
 /* the transaction allows it: READ COMMITTED, may write, no permission hook */
 extern bool aw_direct_xact_may(void);

@@ -97,6 +97,16 @@ SELECT aion_wake.complete_many(ARRAY['sdd'], ARRAY[777::bigint]) AS both_settled
 SET CONSTRAINTS ALL IMMEDIATE;
 ROLLBACK;
 
+-- a collation that is not deterministic on dispatch_key: a key of other
+-- bytes finds the row, and the settle refuses it, as the statement does
+BEGIN;
+CREATE COLLATION sd_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+ALTER TABLE aion_wake.outbox ALTER COLUMN dispatch_key TYPE text COLLATE sd_ci;
+INSERT INTO aion_wake.outbox (dispatch_key, topic, lease_token) VALUES ('Sdn', 'sd', 778);
+SELECT err($$SELECT aion_wake.complete_many(ARRAY['SDN'], ARRAY[778::bigint])$$);
+SELECT aion_wake.complete_many(ARRAY['Sdn'], ARRAY[778::bigint]) AS same_bytes_settled;
+ROLLBACK;
+
 -- a table that inherits from the outbox: DELETE FROM the outbox reaches
 -- its rows too.  Last: the outbox keeps relhassubclass set after the
 -- child is dropped (until a vacuum), so every settle after this one would

@@ -306,7 +306,11 @@ aw_batch_pair(AwBatch *b, const char *key)
 	probe.key = key;
 	p = bsearch(&probe, b->pairs, b->n, sizeof(AwBatchPair), aw_pair_cmp);
 	if (p == NULL)
-		elog(ERROR, "aion_wake batch settled key \"%s\" it was not given", key);
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s settled a row whose key is not byte for byte a key given", b->fname),
+				 errdetail("The row's key is \"%s\".", key),
+				 errhint("aion_wake.outbox.dispatch_key must keep a deterministic collation.")));
 	return p - b->pairs;
 }
 

@@ -56,6 +56,7 @@
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "storage/bufmgr.h"
@@ -172,6 +173,27 @@ aw_direct_rel_plain(Relation rel)
 	return rel->rd_rel->relkind == RELKIND_RELATION && !rel->rd_rel->relhassubclass &&
 		!rel->rd_rel->relispartition && !rel->rd_rel->relrowsecurity &&
 		rel->trigdesc == NULL && rel->rd_rules == NULL;
+}
+
+/*
+ * aion_wake.outbox, locked in RowExclusiveLock, if the caller has the
+ * privileges in need on the whole table; else InvalidOid.  Looked up by
+ * name and checked after the lock is taken, as a statement is: taking it
+ * takes in what other sessions committed to the catalogs meanwhile (a
+ * REVOKE; the table renamed, and another made in its place).  The lock
+ * is what the statement would take.
+ */
+Oid
+aw_direct_outbox(AclMode need)
+{
+	Oid			relid;
+
+	relid = RangeVarGetRelidExtended(makeRangeVar("aion_wake", "outbox", -1),
+									 RowExclusiveLock, RVR_MISSING_OK, NULL, NULL);
+	if (!OidIsValid(relid) ||
+		pg_class_aclmask(relid, GetUserId(), need, ACLMASK_ALL) != need)
+		return InvalidOid;
+	return relid;
 }
 
 /* The column of desc named name, of type type; else InvalidAttrNumber. */
@@ -680,6 +702,7 @@ aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
 	Relation	index = NULL;
 	EState	   *estate;
 	ResultRelInfo *rri;
+	Oid			relid;
 	bool		fit;
 
 	*nrows = 0;
@@ -696,26 +719,28 @@ aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
 		CacheRegisterRelcacheCallback(aw_direct_forget, (Datum) 0);
 		aw_direct_callback_registered = true;
 	}
+	relid = aw_direct_outbox(ACL_SELECT | ACL_UPDATE);
+	if (!OidIsValid(relid))
+		return false;
+	if (s->known && relid != s->rel)
+		s->known = false;
 	if (s->known && !s->fit)
 		return false;
 	if (!s->known)
 	{
 		Oid			nsp = get_namespace_oid("aion_wake", false);
 
-		s->rel = get_relname_relid("outbox", nsp);
+		s->rel = relid;
 		s->index = get_relname_relid("outbox_topic_priority_visible_idx", nsp);
 		s->seq = get_relname_relid("lease_token_seq", nsp);
-		if (!OidIsValid(s->rel) || !OidIsValid(s->index) || !OidIsValid(s->seq))
+		if (!OidIsValid(s->index) || !OidIsValid(s->seq))
 			return false;
 	}
-	if (pg_class_aclcheck(s->rel, GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
-		pg_class_aclcheck(s->rel, GetUserId(), ACL_UPDATE) != ACLCHECK_OK)
-		return false;
 
 	/* what the look allocates goes when it ends; a waiting claim looks often */
 	cxt = AllocSetContextCreate(caller, "aion_wake claim look", ALLOCSET_SMALL_SIZES);
 	MemoryContextSwitchTo(cxt);
-	rel = table_open(s->rel, RowExclusiveLock);
+	rel = table_open(s->rel, NoLock);
 	estate = CreateExecutorState();
 	rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(rri, rel, 0, NULL, 0);

@@ -42,7 +42,6 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
@@ -137,7 +136,12 @@ aw_sd_learn(Relation rel)
 		s->pkey = pkey;
 		s->key_eq = aw_direct_op(index, 0, TEXTOID, BTEqualStrategyNumber);
 		s->key_coll = index->rd_indcollation[0];
-		s->fit = OidIsValid(s->key_eq);
+		/*
+		 * a collation that is not deterministic makes keys of other bytes
+		 * equal: the statement's join then pairs one row with several
+		 * keys, and the bytes of the key it returns may be none of them
+		 */
+		s->fit = OidIsValid(s->key_eq) && get_collation_isdeterministic(s->key_coll);
 	}
 	index_close(index, AccessShareLock);
 }
@@ -251,6 +255,7 @@ aw_settle_direct_complete(const char *const *keys, const int64 *tokens, int n,
 	TupleTableSlot *locked;
 	Snapshot	snapshot;
 	CommandId	cid;
+	Oid			relid;
 	Datum	   *order;
 	int		   *pos;
 	int			got = 0;
@@ -263,23 +268,22 @@ aw_settle_direct_complete(const char *const *keys, const int64 *tokens, int n,
 		CacheRegisterRelcacheCallback(aw_sd_forget, (Datum) 0);
 		aw_sd_callback_registered = true;
 	}
-	if (s->known && !s->fit)
+	relid = aw_direct_outbox(ACL_SELECT | ACL_DELETE);
+	if (!OidIsValid(relid))
 		return false;
-	if (!s->known)
-	{
-		s->rel = get_relname_relid("outbox", get_namespace_oid("aion_wake", false));
-		if (!OidIsValid(s->rel))
-			return false;
-	}
-	if (pg_class_aclcheck(s->rel, GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
-		pg_class_aclcheck(s->rel, GetUserId(), ACL_DELETE) != ACLCHECK_OK)
+	if (s->known && relid != s->rel)
+		s->known = false;
+	if (s->known && !s->fit)
 		return false;
 
 	cxt = AllocSetContextCreate(caller, "aion_wake settle", ALLOCSET_SMALL_SIZES);
 	MemoryContextSwitchTo(cxt);
-	rel = table_open(s->rel, RowExclusiveLock);
+	rel = table_open(relid, NoLock);
 	if (!s->known)
+	{
+		s->rel = relid;
 		aw_sd_learn(rel);
+	}
 	if (!s->known || !s->fit)
 	{
 		table_close(rel, NoLock);
