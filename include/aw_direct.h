@@ -23,8 +23,25 @@
 
 #include "aw_names.h"
 
-/* aion_wake.outbox, locked, if the caller has need on it; else InvalidOid */
-extern Oid	aw_direct_outbox(AclMode need);
+/*
+ * What a write without the executor learned of the outbox's catalogs,
+ * kept until a relcache invalidation (of any relation: they are rare, and
+ * the outbox's own come with every ALTER, index build and vacuum of it)
+ * or until the outbox found by name is another table
+ */
+typedef struct AwDirectCache
+{
+	bool		known;			/* what the caller learned is filled in */
+	bool		fit;			/* and the write may run here */
+	Oid			rel;			/* aion_wake.outbox */
+	bool		registered;		/* the invalidation callback is */
+} AwDirectCache;
+
+/*
+ * aion_wake.outbox, locked, if the caller has need on the whole table and
+ * cache does not know it unfit; else InvalidOid
+ */
+extern Oid	aw_direct_outbox(AwDirectCache *cache, AclMode need);
 
 /* the transaction allows it: READ COMMITTED, may write, no permission hook */
 extern bool aw_direct_xact_may(void);

@@ -113,15 +113,11 @@ aw_direct_writes(const AttrNumber *att, AttrNumber a)
 }
 
 /*
- * What the first look needs of the catalogs, found once and kept until
- * the next relcache invalidation (any relation: they are rare, and the
- * outbox's own come with every ALTER, index build and vacuum of it).
+ * What the first look needs of the catalogs, found once and kept (c).
  */
 typedef struct AwDirectShape
 {
-	bool		known;			/* the fields below are filled */
-	bool		fit;			/* and the first look may run here */
-	Oid			rel;			/* aion_wake.outbox */
+	AwDirectCache c;			/* known: the fields below are filled */
 	Oid			index;			/* its (topic, priority DESC, visible_after) */
 	Oid			seq;			/* aion_wake.lease_token_seq */
 	AttrNumber	att[AW_OUTBOX_MAX_NATTS];	/* by AW_COL_* */
@@ -134,14 +130,6 @@ typedef struct AwDirectShape
 } AwDirectShape;
 
 static AwDirectShape aw_direct_shape;
-static bool aw_direct_callback_registered = false;
-
-static void
-aw_direct_forget(Datum arg, Oid relid)
-{
-	aw_direct_shape.known = false;
-}
-
 /* The function of the index column's operator strategy, or InvalidOid. */
 Oid
 aw_direct_op(Relation index, int col, Oid righttype, int16 strategy)
@@ -175,24 +163,42 @@ aw_direct_rel_plain(Relation rel)
 		rel->trigdesc == NULL && rel->rd_rules == NULL;
 }
 
+/* A relcache invalidation: what the cache at arg learned may be stale. */
+static void
+aw_direct_forget(Datum arg, Oid relid)
+{
+	((AwDirectCache *) DatumGetPointer(arg))->known = false;
+}
+
 /*
  * aion_wake.outbox, locked in RowExclusiveLock, if the caller has the
- * privileges in need on the whole table; else InvalidOid.  Looked up by
+ * privileges in need on the whole table and cache does not know it unfit;
+ * else InvalidOid.  Looked up by
  * name and checked after the lock is taken, as a statement is: taking it
  * takes in what other sessions committed to the catalogs meanwhile (a
  * REVOKE; the table renamed, and another made in its place).  The lock
  * is what the statement would take.
  */
 Oid
-aw_direct_outbox(AclMode need)
+aw_direct_outbox(AwDirectCache *cache, AclMode need)
 {
 	Oid			relid;
 
+	if (!cache->registered)
+	{
+		CacheRegisterRelcacheCallback(aw_direct_forget, PointerGetDatum(cache));
+		cache->registered = true;
+	}
 	relid = RangeVarGetRelidExtended(makeRangeVar("aion_wake", "outbox", -1),
 									 RowExclusiveLock, RVR_MISSING_OK, NULL, NULL);
 	if (!OidIsValid(relid) ||
 		pg_class_aclmask(relid, GetUserId(), need, ACLMASK_ALL) != need)
 		return InvalidOid;
+	if (cache->known && relid != cache->rel)
+		cache->known = false;
+	if (cache->known && !cache->fit)
+		return InvalidOid;
+	cache->rel = relid;
 	return relid;
 }
 
@@ -256,8 +262,8 @@ aw_direct_learn(Relation rel, Relation index)
 	Form_pg_index ix = index->rd_index;
 	int			c;
 
-	s->fit = false;
-	s->known = true;
+	s->c.fit = false;
+	s->c.known = true;
 
 	/* nothing else may happen on an update of the outbox */
 	if (!aw_direct_rel_plain(rel) ||
@@ -314,7 +320,7 @@ aw_direct_learn(Relation rel, Relation index)
 	if (!OidIsValid(s->topic_eq) || !OidIsValid(s->prio_eq) || !OidIsValid(s->prio_lt) ||
 		!OidIsValid(s->prio_gt) || !OidIsValid(s->fence_le))
 		return;
-	s->fit = true;
+	s->c.fit = true;
 }
 
 /*
@@ -714,23 +720,13 @@ aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
 	 */
 	if (!aw_claim_direct_may(below))
 		return false;
-	if (!aw_direct_callback_registered)
-	{
-		CacheRegisterRelcacheCallback(aw_direct_forget, (Datum) 0);
-		aw_direct_callback_registered = true;
-	}
-	relid = aw_direct_outbox(ACL_SELECT | ACL_UPDATE);
+	relid = aw_direct_outbox(&s->c, ACL_SELECT | ACL_UPDATE);
 	if (!OidIsValid(relid))
 		return false;
-	if (s->known && relid != s->rel)
-		s->known = false;
-	if (s->known && !s->fit)
-		return false;
-	if (!s->known)
+	if (!s->c.known)
 	{
 		Oid			nsp = get_namespace_oid("aion_wake", false);
 
-		s->rel = relid;
 		s->index = get_relname_relid("outbox_topic_priority_visible_idx", nsp);
 		s->seq = get_relname_relid("lease_token_seq", nsp);
 		if (!OidIsValid(s->index) || !OidIsValid(s->seq))
@@ -740,7 +736,7 @@ aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
 	/* what the look allocates goes when it ends; a waiting claim looks often */
 	cxt = AllocSetContextCreate(caller, "aion_wake claim look", ALLOCSET_SMALL_SIZES);
 	MemoryContextSwitchTo(cxt);
-	rel = table_open(s->rel, NoLock);
+	rel = table_open(relid, NoLock);
 	estate = CreateExecutorState();
 	rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(rri, rel, 0, NULL, 0);
@@ -748,7 +744,7 @@ aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
 	for (int i = 0; i < rri->ri_NumIndices; i++)
 		if (RelationGetRelid(rri->ri_IndexRelationDescs[i]) == s->index)
 			index = rri->ri_IndexRelationDescs[i];
-	if (index != NULL && !s->known)
+	if (index != NULL && !s->c.known)
 		aw_direct_learn(rel, index);
 
 	/*
@@ -756,7 +752,7 @@ aw_claim_direct(const char *topic, int32 below, int max_rows, TimestampTz now,
 	 * the sequence) forgets the shape, and must not turn a row leased into
 	 * an answer that makes the caller look again without it.
 	 */
-	fit = index != NULL && s->known && s->fit;
+	fit = index != NULL && s->c.known && s->c.fit;
 	if (fit)
 	{
 		AwDirectLeases l = {

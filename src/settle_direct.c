@@ -70,15 +70,10 @@ static const Oid aw_sd_coltypes[AW_SD_NCOLS] = {
 	TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID
 };
 
-/*
- * What the delete needs of the catalogs, found once and kept until the
- * next relcache invalidation, as claim_direct.c keeps its own.
- */
+/* What the delete needs of the catalogs, found once and kept (c). */
 typedef struct AwSettleShape
 {
-	bool		known;			/* the fields below are filled */
-	bool		fit;			/* and the delete may run here */
-	Oid			rel;			/* aion_wake.outbox */
+	AwDirectCache c;			/* known: the fields below are filled */
 	AttrNumber	att[AW_SD_NCOLS];
 	Oid			pkey;			/* its primary key's index */
 	Oid			key_eq;			/* the index's = for text */
@@ -86,13 +81,6 @@ typedef struct AwSettleShape
 } AwSettleShape;
 
 static AwSettleShape aw_sd_shape;
-static bool aw_sd_callback_registered = false;
-
-static void
-aw_sd_forget(Datum arg, Oid relid)
-{
-	aw_sd_shape.known = false;
-}
 
 /* Fill aw_sd_shape from the opened outbox; fit stays false where unfit. */
 static void
@@ -104,8 +92,8 @@ aw_sd_learn(Relation rel)
 	Relation	index;
 	Form_pg_index ix;
 
-	s->known = true;
-	s->fit = false;
+	s->c.known = true;
+	s->c.fit = false;
 	if (!aw_direct_rel_plain(rel))
 		return;
 	for (int c = 0; c < AW_SD_NCOLS; c++)
@@ -141,7 +129,7 @@ aw_sd_learn(Relation rel)
 		 * equal: the statement's join then pairs one row with several
 		 * keys, and the bytes of the key it returns may be none of them
 		 */
-		s->fit = OidIsValid(s->key_eq) && get_collation_isdeterministic(s->key_coll);
+		s->c.fit = OidIsValid(s->key_eq) && get_collation_isdeterministic(s->key_coll);
 	}
 	index_close(index, AccessShareLock);
 }
@@ -263,28 +251,16 @@ aw_settle_direct_complete(const char *const *keys, const int64 *tokens, int n,
 	*ndeleted = 0;
 	if (!aw_direct_xact_may())
 		return false;
-	if (!aw_sd_callback_registered)
-	{
-		CacheRegisterRelcacheCallback(aw_sd_forget, (Datum) 0);
-		aw_sd_callback_registered = true;
-	}
-	relid = aw_direct_outbox(ACL_SELECT | ACL_DELETE);
+	relid = aw_direct_outbox(&s->c, ACL_SELECT | ACL_DELETE);
 	if (!OidIsValid(relid))
-		return false;
-	if (s->known && relid != s->rel)
-		s->known = false;
-	if (s->known && !s->fit)
 		return false;
 
 	cxt = AllocSetContextCreate(caller, "aion_wake settle", ALLOCSET_SMALL_SIZES);
 	MemoryContextSwitchTo(cxt);
 	rel = table_open(relid, NoLock);
-	if (!s->known)
-	{
-		s->rel = relid;
+	if (!s->c.known)
 		aw_sd_learn(rel);
-	}
-	if (!s->known || !s->fit)
+	if (!s->c.known || !s->c.fit)
 	{
 		table_close(rel, NoLock);
 		MemoryContextSwitchTo(caller);
