@@ -179,8 +179,8 @@ aw_sd_matches(TupleTableSlot *slot, ScanKey skey, int64 token)
  * was updated meanwhile, lock its latest version and delete that one if
  * it still is key's and carries token (the statement's EvalPlanQual
  * recheck of its quals), else leave it, locked, as that recheck leaves
- * it.  Returns whether a version was deleted; *from is then the slot
- * that holds it.
+ * it.  Returns whether a version was deleted; *from_locked then says
+ * whether it is the one in locked (else the one at tid).
  */
 static bool
 aw_sd_delete(Relation rel, ItemPointer tid, Snapshot snapshot, CommandId cid,
