@@ -93,8 +93,11 @@ typedef struct AwBatchRow
 	int			pair;			/* in AwBatch.pairs */
 	char		topic[AW_TOPIC_MAXLEN + 1];
 	TimestampTz old_fence;		/* its fence before the call */
-	Datum		extra[2];		/* what the kind returns beyond those */
-	bool		extra_null[2];
+	/* what the kind returns beyond those */
+	Datum		col5;			/* complete: was it parked (bool); park: its
+								 * attempt (int4); by value on every platform */
+	TimestampTz parked_at;		/* park: its parked_at before, unless */
+	bool		parked_at_null;
 } AwBatchRow;
 
 /* one call: its arguments, then what it settled */
@@ -413,8 +416,7 @@ aw_batch_run(AwBatch *b, TimestampTz now, TimestampTz fence, AwBatchRow *rows)
 				rows[i].pair = deleted[i].pair;
 				memcpy(rows[i].topic, deleted[i].topic, sizeof(rows[i].topic));
 				rows[i].old_fence = deleted[i].old_fence;
-				rows[i].extra[0] = BoolGetDatum(deleted[i].was_parked);
-				rows[i].extra_null[0] = false;
+				rows[i].col5 = BoolGetDatum(deleted[i].was_parked);
 			}
 			return nd;
 		}
@@ -474,13 +476,14 @@ aw_batch_run(AwBatch *b, TimestampTz now, TimestampTz fence, AwBatchRow *rows)
 		Assert(DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull)) ==
 			   b->pairs[rows[r].pair].token);
 		rows[r].old_fence = DatumGetTimestampTz(SPI_getbinval(tup, desc, 4, &isnull));
-		/* what the kind returns beyond those: by value, so kept after SPI_finish */
-		for (i = 0; i < 2; i++)
-		{
-			rows[r].extra_null[i] = true;
-			if (desc->natts >= 5 + i)
-				rows[r].extra[i] = SPI_getbinval(tup, desc, 5 + i, &rows[r].extra_null[i]);
-		}
+		/* read now: a timestamptz is by reference where int8 is, and SPI_finish frees it */
+		if (desc->natts >= 5)
+			rows[r].col5 = SPI_getbinval(tup, desc, 5, &isnull);
+		rows[r].parked_at = 0;
+		rows[r].parked_at_null = true;
+		if (desc->natts >= 6)
+			rows[r].parked_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 6,
+																  &rows[r].parked_at_null));
 	}
 	SPI_finish();
 	return (int) n;
@@ -535,7 +538,7 @@ aw_batch_settle(AwBatch *b)
 		switch (b->kind)
 		{
 			case AW_BATCH_COMPLETE:
-				if (DatumGetBool(rows[r].extra[0]))
+				if (DatumGetBool(rows[r].col5))
 					aw_xact_record_forget(key);
 				break;
 			case AW_BATCH_FAIL:
@@ -547,15 +550,15 @@ aw_batch_settle(AwBatch *b)
 				break;
 			case AW_BATCH_PARK:
 				{
-					int32		attempt = DatumGetInt32(rows[r].extra[0]);
+					int32		attempt = DatumGetInt32(rows[r].col5);
 					AwSavedEntry before;
 					AwParkRecord *rec;
 					AwParkResult pr;
 
 					/* if the row was parked before, a rollback must restore its entry */
 					memset(&before, 0, sizeof(before));
-					before.parked_at = DatumGetTimestampTz(rows[r].extra[1]);
-					before.valid = !rows[r].extra_null[1];
+					before.parked_at = rows[r].parked_at;
+					before.valid = !rows[r].parked_at_null;
 					before.fence = old_fence;
 					before.attempt = attempt;
 					strlcpy(before.topic, topic, sizeof(before.topic));
