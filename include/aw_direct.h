@@ -52,7 +52,7 @@ extern bool aw_direct_xact_may(void);
  */
 extern bool aw_direct_rel_plain(Relation rel);
 
-/* the column of rel named name, of type type; else InvalidAttrNumber */
+/* the column of desc named name, of type type; else InvalidAttrNumber */
 extern AttrNumber aw_direct_column(TupleDesc desc, const char *name, Oid type);
 
 /* the function of an index column's operator strategy, or InvalidOid */

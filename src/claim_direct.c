@@ -130,6 +130,7 @@ typedef struct AwDirectShape
 } AwDirectShape;
 
 static AwDirectShape aw_direct_shape;
+
 /* The function of the index column's operator strategy, or InvalidOid. */
 Oid
 aw_direct_op(Relation index, int col, Oid righttype, int16 strategy)
@@ -173,11 +174,10 @@ aw_direct_forget(Datum arg, Oid relid)
 /*
  * aion_wake.outbox, locked in RowExclusiveLock, if the caller has the
  * privileges in need on the whole table and cache does not know it unfit;
- * else InvalidOid.  Looked up by
- * name and checked after the lock is taken, as a statement is: taking it
- * takes in what other sessions committed to the catalogs meanwhile (a
- * REVOKE; the table renamed, and another made in its place).  The lock
- * is what the statement would take.
+ * else InvalidOid.  Looked up by name and checked after the lock is
+ * taken, as a statement is: taking it takes in what other sessions
+ * committed to the catalogs meanwhile (a REVOKE; the table renamed, and
+ * another made in its place).  The lock is what the statement would take.
  */
 Oid
 aw_direct_outbox(AwDirectCache *cache, AclMode need)
