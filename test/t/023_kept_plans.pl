@@ -35,6 +35,7 @@ use warnings;
 
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes;
 use AionWake::Test;
 
 my $node = aw_node('plans', conf => <<'CONF');
@@ -51,24 +52,50 @@ ANALYZE aion_wake.outbox;});
 
 # Log the plan of every statement from now on, nested ones too (with how
 # it ran when analyze is set), once session h has taken in the reload;
-# returns where the log is now.
+# returns where the log is now.  pg_reload_conf() only signals the
+# postmaster, which signals each backend after it has read the file
+# itself: a session's next statement may come before that, so h is
+# asked until it shows the new settings.
 sub start_logging_plans
 {
 	my ($h, $analyze) = @_;
 	$node->safe_psql('postgres',
 		    'ALTER SYSTEM SET auto_explain.log_min_duration = 0;'
-		  . ($analyze ? 'ALTER SYSTEM SET auto_explain.log_analyze = on;' : '')
+		  . 'ALTER SYSTEM SET auto_explain.log_analyze = '
+		  . ($analyze ? 'on' : 'off') . ';'
 		  . 'SELECT pg_reload_conf();');
-	$h->query_safe('SELECT 1');    # takes in the reload
+	wait_for_settings($h, '0', $analyze ? 'on' : 'off');
 	return -s $node->logfile;
 }
 
+# back to logging no plan, and session h has taken that in too
 sub stop_logging_plans
 {
+	my ($h) = @_;
 	$node->safe_psql('postgres', q{
 ALTER SYSTEM RESET auto_explain.log_min_duration;
 ALTER SYSTEM RESET auto_explain.log_analyze;
 SELECT pg_reload_conf();});
+	wait_for_settings($h, '-1', 'off');
+}
+
+# wait until session h's auto_explain settings are these
+sub wait_for_settings
+{
+	my ($h, $min_duration, $analyze) = @_;
+	my $want = "$min_duration|$analyze";
+	my $end = time + $PostgreSQL::Test::Utils::timeout_default;
+	my $got;
+	while (1)
+	{
+		$got = $h->query_safe(q{
+SELECT current_setting('auto_explain.log_min_duration') || '|'
+       || current_setting('auto_explain.log_analyze')});
+		last if $got eq $want || time >= $end;
+		Time::HiRes::usleep(50_000);
+	}
+	die "a session did not take in auto_explain = $want (it has $got)"
+	  unless $got eq $want;
 }
 
 # the session that keeps plans made now
@@ -165,7 +192,7 @@ is( $node->safe_psql('postgres',
 # from now on every statement's plan is logged, nested ones too
 my $offset = start_logging_plans($s, 0);
 run_everything('big');
-stop_logging_plans();
+stop_logging_plans($s);
 
 my $log = slurp_file($node->logfile, $offset);
 my @plans = grep { /Query Text: \/\* aion_wake \*\// } split /LOG:  duration:/, $log;
@@ -221,7 +248,7 @@ $s->query_safe(q{SELECT aion_wake.enqueue('walk-0', '{}', 'prio', priority => 0)
 $offset = start_logging_plans($s, 1);
 is($s->query_safe(q{SELECT dispatch_key FROM aion_wake.claim('prio', 1)}),
 	'walk-0', 'the claim finds the one visible row below ten fenced priorities');
-stop_logging_plans();
+stop_logging_plans($s);
 $log = slurp_file($node->logfile, $offset);
 my ($walk) = grep { /LATERAL \(WITH RECURSIVE r\(p\) AS/ } split /LOG:  duration:/, $log;
 ok(defined $walk, 'the claim\'s plan was logged with its execution');
@@ -274,7 +301,7 @@ is($s->query_safe(q{SELECT dispatch_key FROM aion_wake.claim('zero', 1)}),
 is($s->query_safe(q{SELECT string_agg(dispatch_key, ',') FROM aion_wake.claim('zero', 2)}),
 	'z202,z203', 'the claim of two rows the next two');
 $s->query_safe('COMMIT');
-stop_logging_plans();
+stop_logging_plans($s);
 $log = slurp_file($node->logfile, $offset);
 
 # in READ COMMITTED a claim of one topic runs no statement while its
@@ -285,7 +312,7 @@ is($s->query_safe(q{SELECT dispatch_key FROM aion_wake.claim('zero', 1)}),
 	'z204', 'in READ COMMITTED, the claim of one row takes the next');
 is($s->query_safe(q{SELECT string_agg(dispatch_key, ',') FROM aion_wake.claim('zero', 3)}),
 	'z205,z206,z207', 'and a claim of three rows the next three');
-stop_logging_plans();
+stop_logging_plans($s);
 $holder->query_safe('COMMIT');
 $holder->quit;
 my $direct_log = slurp_file($node->logfile, $offset);
@@ -347,7 +374,7 @@ is($one->query_safe(q{SELECT priority FROM aion_wake.claim('one', 1)}),
 	'9', 'used on rows of ten priorities, it takes the highest');
 $one->query_safe('COMMIT');
 $one->query_safe(q{SELECT count(*) FROM aion_wake.claim(ARRAY['one', 'two'], 2)});
-stop_logging_plans();
+stop_logging_plans($one);
 $log = slurp_file($node->logfile, $offset);
 my @walks = grep { /LATERAL \(WITH RECURSIVE r\(p\) AS/ } split /LOG:  duration:/, $log;
 cmp_ok(scalar(@walks), '>=', 2, 'its plans and the shares\' were logged');
