@@ -112,6 +112,8 @@ ok( $node->poll_query_until(
 my $activity_pid = $node->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'aion_wake worker'"
 );
+# the worker shows in pg_stat_activity before it has set up its slot
+ok(aw_wait_status($node, 'worker_pid IS NOT NULL'), 'status.worker_pid is set');
 my $status_pid = aw_worker_pid($node);
 like($activity_pid, qr/^\d+$/, 'the worker has a pid');
 is($status_pid, $activity_pid, 'status.worker_pid is the worker in pg_stat_activity');

@@ -130,7 +130,12 @@ SELECT string_agg(p.dispatch_key, ',' ORDER BY p.dispatch_key)
    AND p.parked_at = o.parked_at AND p.attempt = o.attempt}),
 	's1,s2,s3',
 	'the rebuilt entries are the three parked rows, with their fences');
-ok($standby->log_contains(qr/aion_wake worker rebuilt the parked set of database "postgres" from 3 parked rows/),
+# the worker logs the rebuild after its entries are in the set
+ok( eval {
+		$standby->wait_for_log(
+			qr/aion_wake worker rebuilt the parked set of database "postgres" from 3 parked rows/);
+		1;
+	},
 	'the rebuild is logged');
 
 $standby->safe_psql('postgres', "SELECT aion_wake.pulse('sb', 3)");

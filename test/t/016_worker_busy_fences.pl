@@ -10,7 +10,7 @@
 #
 #   (a) its first look at the topic asked only for the next fence ahead, so
 #       a row whose fence had passed meanwhile (visible, but after the
-#       waiter's probe) was never counted: enqueue('u1', delay => '1 s'),
+#       waiter's probe) was never counted: enqueue('u1', delay => '3 s'),
 #       then a waiter on u; worker free at +4 s; the waiter returned at
 #       its 20 s deadline;
 #   (b) it looked at no more than 32 topics per pass and left the others
@@ -97,7 +97,7 @@ SELECT dispatch_key || ' ' || round(extract(epoch FROM
 	my $holder = make_worker_busy('bz1', '(a)');
 	my $w = aw_waiter($node);
 	$node->safe_psql('postgres',
-		"SELECT aion_wake.enqueue('u1', '{}', 'u', '1 s')");
+		"SELECT aion_wake.enqueue('u1', '{}', 'u', '3 s')");
 	aw_start($w, claim_sql('u', '1 s', '20 s'));
 	aw_poll_waiters($node, 1, '(a) a claimer waits on topic u');
 

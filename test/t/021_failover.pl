@@ -74,6 +74,9 @@ $primary->reload;
 ok( $primary->poll_query_until(
 		'postgres', "SELECT sync_state = 'sync' FROM pg_stat_replication"),
 	'the standby replicates synchronously');
+# commits wait for it once the checkpointer has taken in the reload (it
+# sets that flag in shared memory), which it does before a checkpoint
+$primary->safe_psql('postgres', 'CHECKPOINT');
 my $old_port = $primary->port;
 my $new_port = $standby->port;
 
@@ -238,9 +241,11 @@ ok( $standby->poll_query_until(
 		'postgres',
 		"SELECT parked_confirmed = $nparked AND parked_pending = 0 FROM aion_wake.status"),
 	'the new primary\'s worker rebuilds its set from the table');
-ok( $standby->log_contains(
-		qr/aion_wake worker rebuilt the parked set of database "postgres" from $nparked parked rows/
-	),
+ok( eval {
+		$standby->wait_for_log(
+			qr/aion_wake worker rebuilt the parked set of database "postgres" from $nparked parked rows/);
+		1;
+	},
 	'the rebuild is logged with that count');
 is( $standby->safe_psql(
 		'postgres', q{

@@ -192,6 +192,8 @@ is( $node->safe_psql('postgres',
 # from now on every statement's plan is logged, nested ones too
 my $offset = start_logging_plans($s, 0);
 run_everything('big');
+# the worker's fence look-up is logged by the worker, in its own time
+eval { $node->wait_for_log(qr/SELECT\s+pg_catalog\.min\(x\.m\)\s+FROM\s+r,/, $offset) };
 stop_logging_plans($s);
 
 my $log = slurp_file($node->logfile, $offset);

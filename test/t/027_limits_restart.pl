@@ -208,7 +208,9 @@ sql("SELECT aion_wake.set_limit('kt', NULL)");
 # ---------------------------------------------------------------------
 sql("SELECT aion_wake.set_limit('kb', 3)");
 enqueue('kb', map { "kb$_" } 1 .. 8);
-my @committed = claim_now('kb', 2, '8 s');
+# leases of 15 s: they must outlast the crash restart and the checks
+# before their end, on a loaded machine too
+my @committed = claim_now('kb', 2, '15 s');
 $s1 = aw_session($node);
 $s1->query_safe('BEGIN');
 is($s1->query_safe("SELECT dispatch_key FROM aion_wake.claim('kb', 1, '1 hour')"),
@@ -246,7 +248,7 @@ is(scalar(claim_now('kb', 10)), 3, '(b) the full capacity of 3 is usable: no slo
 # ---------------------------------------------------------------------
 sql("SELECT aion_wake.set_limit('kw', 2)");
 enqueue('kw', map { "kw$_" } 1 .. 6);
-@committed = claim_now('kw', 2, '8 s');
+@committed = claim_now('kw', 2, '15 s');
 $c0 = aw_session($node);
 start_claim($c0, 'kw');
 ok(waiters_of('kw', 1), '(c) a claimer waits on the full topic');

@@ -14,7 +14,8 @@
 # that only when it woke someone, and here it woke nobody.  The blocked claimer
 # slept to its deadline beside a free slot and a claimable row.
 #
-# Topic f8 has limit 1 and one row, r1, delayed 2 s; W blocks on f8.  A
+# Topic f8 has limit 1 and one row, r1, delayed 6 s (time for the
+# sessions below to start on a loaded machine); W blocks on f8.  A
 # claims from f8 and slow in one claim(topics[], 1): it reserves f8's slot,
 # sees only slow's row s1 (r1's fence has not passed), and the UPDATE of
 # s1 runs a trigger that sleeps until 1.5 s after r1's fence, so the
@@ -46,7 +47,7 @@ END $$;
 CREATE TRIGGER slow_claim BEFORE UPDATE ON aion_wake.outbox
 	FOR EACH ROW WHEN (NEW.topic = 'slow') EXECUTE FUNCTION public.slow_claim();
 SELECT aion_wake.enqueue('s1', '{}', 'slow');
-SELECT aion_wake.enqueue('r1', '{}', 'f8', '2 s');
+SELECT aion_wake.enqueue('r1', '{}', 'f8', '6 s');
 });
 
 my $r1_fence = $node->safe_psql('postgres',

@@ -422,6 +422,10 @@ ok( $node->poll_query_until('postgres',
 		"SELECT current_setting('synchronous_standby_names') = 'nobody' "
 		  . "AND current_setting('synchronous_commit') = 'local'"),
 	'(j) only a session that asks for it waits for a synchronous standby');
+# whether a commit waits for a standby is a flag in shared memory that the
+# checkpointer sets when it takes in the reload; it handles a pending
+# reload before a checkpoint it is asked for
+$node->safe_psql('postgres', 'CHECKPOINT');
 sql("SELECT aion_wake.set_rate('st', 1, '2 s')");
 enqueue('st', 3);
 my ($n1) = split /\n/, sql(q{
