@@ -69,6 +69,10 @@
 # THROUGHPUT_RATE (500 rows/s), THROUGHPUT_POLL_MS (10), THROUGHPUT_SECONDS (10),
 # THROUGHPUT_PRODUCERS (4), THROUGHPUT_CONT (1; 0: no continuous run),
 # THROUGHPUT_BACKLOG (""), THROUGHPUT_SAMPLES (2000),
+# THROUGHPUT_SWEEP ("": none; e.g. "1 2 4 8 16 32": the burn-down also runs
+# with each of these numbers of workers, in the same rounds, and a table
+# gives each mode's median at each and at its best, and the batch's best
+# against the single-row hand-off's),
 # THROUGHPUT_OUT (where results/ goes; default bench/throughput),
 # THROUGHPUT_TRACE (0; 1: each run prints, on stderr, when each worker's
 # first claim returned and its last settle committed), PG_CONFIG (pg_config).
@@ -89,6 +93,10 @@ SECONDS_CONT=${THROUGHPUT_SECONDS:-10}
 PRODUCERS=${THROUGHPUT_PRODUCERS:-4}
 CONT=${THROUGHPUT_CONT:-1}
 BACKLOG=${THROUGHPUT_BACKLOG:-}
+SWEEP=${THROUGHPUT_SWEEP:-}
+# the numbers of workers the burn-down runs with: WORKERS, and the sweep's
+COUNTS=$(echo "$WORKERS $SWEEP" | tr ' ' '\n' | sed '/^$/d' | sort -nu | paste -sd' ')
+MAXCOUNT=$(echo "$COUNTS" | tr ' ' '\n' | tail -1)
 PEERS=${THROUGHPUT_PEERS:-0}
 GW_VERSION=${THROUGHPUT_GRAPHILE_VERSION:-0.17.3}
 PB_VERSION=${THROUGHPUT_PGBOSS_VERSION:-12.38.0}
@@ -103,8 +111,8 @@ BENCH_PORT=${THROUGHPUT_PORT:-5541}
 . "$here/setup.sh"
 log() { bench_log "$@"; }
 
-# 16 workers, the producers, the monitor and the worker's own connection
-throughput_setup throughput "max_connections = $((WORKERS + PRODUCERS + 10))" "max_wal_size = 8GB"
+# the most workers, the producers, the monitor and the worker's own connection
+throughput_setup throughput "max_connections = $((MAXCOUNT + PRODUCERS + 10))" "max_wal_size = 8GB"
 
 if [ "$PEERS" = 1 ]; then
 	# graphile-worker from npm, into the run's own directory
@@ -138,12 +146,14 @@ raw=$tmp/raw.txt
 : >"$raw"
 loadmark=$(bench_load_mark)
 for ((rep = 1; rep <= REPS; rep++)); do
-	for m in $MODES; do
-		b=1
-		case $m in batch | sqlbatch) b=$BATCH ;; esac
-		line=$(client "$m" burn "$JOBS" "$WORKERS" "$b")
-		echo "$line rep=$rep" >>"$raw"
-		log "burn $rep $line"
+	for w in $COUNTS; do
+		for m in $MODES; do
+			b=1
+			case $m in batch | sqlbatch) b=$BATCH ;; esac
+			line=$(client "$m" burn "$JOBS" "$w" "$b")
+			echo "$line rep=$rep" >>"$raw"
+			log "burn $rep $line"
+		done
 	done
 	if [ "$PEERS" = 1 ]; then
 		for peer in peer_graphile peer_pgboss; do
@@ -182,8 +192,11 @@ load=$(bench_load_since "$loadmark")
 # field FIELD < lines: the value of FIELD=... on each line
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# atworkers [N] < lines: the burn-down's lines with N workers (default
+# WORKERS; a peer's line, which has no workers=, counts as such)
+atworkers() { awk -v w="${1:-$WORKERS}" '!match($0, / workers=[0-9]+ /) || substr($0, RSTART + 9, RLENGTH - 10) == w'; }
 # (a mode not run gives "-")
-burnstat() { { grep "mode=$1 phase=burn " "$raw" || true; } | { grep -v skip= || true; } | field "$2" | median; }
+burnstat() { { grep "mode=$1 phase=burn " "$raw" || true; } | atworkers "${3:-}" | { grep -v skip= || true; } | field "$2" | median; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 label() {
 	case $1 in
@@ -225,9 +238,9 @@ so=$("$PG_CONFIG" --pkglibdir)/aion_wake.so
 		batch | sqlbatch | graphile | pgboss) rb=$(div "$j" "$bbase") ;;
 		handoff | sqlhandoff) rb=$(div "$j" "$hbase") ;;
 		esac
-		runs=$(grep "mode=$m phase=burn " "$raw" | field jobs_s | paste -sd' ')
+		runs=$(grep "mode=$m phase=burn " "$raw" | atworkers | field jobs_s | paste -sd' ')
 		# the wait events of the run whose jobs/s is the median
-		waits=$(grep "mode=$m phase=burn .* jobs_s=$j " "$raw" | head -1 | field waits | cut -d, -f1-3 | sed 's/,/, /g')
+		waits=$(grep "mode=$m phase=burn .* jobs_s=$j " "$raw" | atworkers | head -1 | field waits | cut -d, -f1-3 | sed 's/,/, /g')
 		echo "| $(label "$m") | $j | $(burnstat "$m" seconds) | $(div "$j" "$base") | $rb | $(burnstat "$m" server_cpu_us_row) | $(burnstat "$m" wal_bytes_row) | $(burnstat "$m" wal_sync_row) | $(burnstat "$m" commits_row) | $(burnstat "$m" stmts_row) | $runs | ${waits:--} |"
 	done
 	s1=$(burnstat single jobs_s)
@@ -235,6 +248,33 @@ so=$("$PG_CONFIG" --pkglibdir)/aion_wake.so
 	if [ "$s1" != "-" ] && [ "$h1" != "-" ]; then
 		echo
 		echo "The hand-off does $(div "$h1" "$s1")x the jobs/s of aion_wake's claim + complete."
+	fi
+	if [ -n "$SWEEP" ]; then
+		echo
+		echo "## Burn-down by number of workers: jobs/s, median of $REPS runs"
+		echo
+		echo "| mode | ${COUNTS// / | } | best (workers) |"
+		echo "|---|$(echo "$COUNTS" | sed 's/[0-9]*/---|/g; s/ //g')---|"
+		declare -A best
+		for m in $MODES; do
+			row="| $(label "$m") |"
+			bestj=0
+			bestw=-
+			for w in $COUNTS; do
+				j=$(burnstat "$m" jobs_s "$w")
+				row="$row $j |"
+				if [ "$j" != "-" ] && awk -v a="$j" -v b="$bestj" 'BEGIN { exit !(a > b) }'; then
+					bestj=$j
+					bestw=$w
+				fi
+			done
+			echo "$row $bestj ($bestw) |"
+			best[$m]=$bestj
+		done
+		if [ -n "${best[batch]:-}" ] && [ -n "${best[handoff]:-}" ]; then
+			echo
+			echo "Each at its best, the batch does $(div "${best[batch]}" "${best[handoff]}")x the single-row hand-off's jobs/s; with $WORKERS workers each, $(div "$(burnstat batch jobs_s)" "$(burnstat handoff jobs_s)")x."
+		fi
 	fi
 	if [ "$CONT" = 1 ]; then
 		echo
